@@ -1,0 +1,32 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let package = Package(
+  name: "MemoryStore",
+  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+  products: [
+    .library(name: "MemoryStore", targets: ["MemoryStore"])
+  ],
+  targets: [
+    .target(name: "MemoryStore"),
+    .testTarget(name: "MemoryStoreTests", dependencies: ["MemoryStore"]),
+    .executableTarget(
+      name: "StockTicker",
+      dependencies: ["MemoryStore"],
+      path: "Examples/StockTicker"
+    ),
+    .executableTarget(
+      name: "MemoryStoreBenchmark",
+      dependencies: ["MemoryStore"],
+      path: "Benchmarks/MemoryStoreBenchmark"
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+  var settings = target.swiftSettings ?? []
+  settings.append(.enableUpcomingFeature("ExistentialAny"))
+  settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+  target.swiftSettings = settings
+}
