@@ -1,0 +1,105 @@
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Bionic)
+  import Bionic
+#endif
+import Synchronization
+
+/// Counts the readers inside each of the two copies of a store, spread over cache-line-sized
+/// stripes so that concurrent readers on different threads write to different cache lines.
+///
+/// Each stripe holds two counters, one per copy. A reader increments the counter of the copy
+/// it is about to read in its own stripe (chosen by ``_ThreadSlot``) and decrements it when it
+/// is done; a writer that wants to modify a copy waits until that copy's counters read zero in
+/// every stripe. Counts are exact whatever thread shares a stripe: sharing only costs speed.
+@usableFromInline
+struct _ReaderIndicator {
+  /// Bytes between stripes: two cache lines, because Intel's adjacent-line prefetcher
+  /// pairs 64-byte lines.
+  @usableFromInline static var stripeStride: Int { 128 }
+
+  @usableFromInline let _base: UnsafeMutableRawPointer
+  @usableFromInline let _stripeMask: Int
+
+  @usableFromInline
+  init() {
+    let stripes = _ReaderIndicator.preferredStripeCount()
+    _stripeMask = stripes - 1
+    _base = UnsafeMutableRawPointer.allocate(
+      byteCount: stripes * Self.stripeStride, alignment: Self.stripeStride)
+    for stripe in 0..<stripes {
+      let counters = (_base + stripe * Self.stripeStride).bindMemory(
+        to: Atomic<Int>.self, capacity: 2)
+      counters.initialize(to: Atomic(0))
+      (counters + 1).initialize(to: Atomic(0))
+    }
+  }
+
+  /// A power of two, at least twice the number of online processors, between 8 and 128.
+  static func preferredStripeCount() -> Int {
+    let processors = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    var count = 8
+    while count < 2 * processors && count < 128 { count <<= 1 }
+    return count
+  }
+
+  @usableFromInline var stripeCount: Int { _stripeMask + 1 }
+
+  /// The two counters of the calling thread's stripe: `[copy 0, copy 1]`.
+  @inlinable @inline(__always)
+  func countersForCurrentThread() -> UnsafeMutablePointer<Atomic<Int>> {
+    let stripe = _ThreadSlot.current & _stripeMask
+    return UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
+      .assumingMemoryBound(to: Atomic<Int>.self)
+  }
+
+  /// Whether any reader is inside `copy`, looking at every stripe.
+  @inlinable
+  func hasReaders(in copy: Int) -> Bool {
+    var stripe = 0
+    while stripe <= _stripeMask {
+      let counters = UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
+        .assumingMemoryBound(to: Atomic<Int>.self)
+      if counters[copy].load(ordering: .sequentiallyConsistent) != 0 { return true }
+      stripe &+= 1
+    }
+    return false
+  }
+
+  /// Waits until no reader is inside `copy`. Readers hold a copy for one lookup or one
+  /// snapshot, never while running user code, so this wait is short: it spins first, then
+  /// yields the processor so a preempted reader can finish.
+  @inlinable
+  func waitUntilNoReaders(in copy: Int) {
+    if !hasReaders(in: copy) { return }
+    _waitSlow(copy)
+  }
+
+  @usableFromInline @inline(never)
+  func _waitSlow(_ copy: Int) {
+    var spins = 0
+    while hasReaders(in: copy) {
+      spins += 1
+      if spins > 64 { sched_yield() }
+    }
+  }
+
+  @usableFromInline
+  func deallocate() {
+    for stripe in 0...(_stripeMask) {
+      let counters = (_base + stripe * Self.stripeStride).assumingMemoryBound(
+        to: Atomic<Int>.self)
+      counters.deinitialize(count: 1)
+      (counters + 1).deinitialize(count: 1)
+    }
+    _base.deallocate()
+  }
+}
+
+// Safe: the pointer is immutable after init and all access to the pointed-to memory goes
+// through `Atomic` operations; the owner deallocates it once, after its last use.
+extension _ReaderIndicator: @unchecked Sendable {}
