@@ -52,15 +52,21 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
 
   /// The two copies of the contents.
   @usableFromInline let _copies: _Copies<Key, Value>
-  /// Which copy (0 or 1) readers use. Written only by the writer holding `_writeLock`.
-  @usableFromInline let _published: Atomic<Int>
+  /// Bit 0: the copy (0 or 1) that readers use. Bit 1: an overlay is active. Written only by a
+  /// writer holding `_writeLock`, and, while an overlay is active, also holding `_backlogLock`.
+  @usableFromInline let _state: Atomic<Int>
   /// Per-thread counts of the readers inside each copy.
   @usableFromInline let _readers: _ReaderIndicator
   /// Serialises writers.
   @usableFromInline let _writeLock: _Lock
-  /// The last write applied to the published copy but not yet to the other one; guarded by
+  /// The writes applied to the published copy but not yet to the hidden one; guarded by
   /// `_writeLock`.
-  @usableFromInline let _pending: _UnsafeBox<_WriteOperation<Key, Value>?>
+  @usableFromInline let _pending: _UnsafeBox<_Pending<Key, Value>>
+  /// Guards `_overlay` against concurrent readers.
+  @usableFromInline let _backlogLock: _Lock
+  /// Writes made while the hidden copy was held by a reader. Modified only by a writer holding
+  /// both locks; read by writers holding `_writeLock` or readers holding `_backlogLock`.
+  @usableFromInline let _overlay: _UnsafeBox<_Overlay<Key, Value>>
   /// Guards `_creations`.
   @usableFromInline let _creationLock: _Lock
   /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
@@ -72,10 +78,12 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   public init(name: String? = nil) {
     self.name = name
     _copies = _Copies()
-    _published = Atomic(0)
+    _state = Atomic(0)
     _readers = _ReaderIndicator()
     _writeLock = _Lock()
-    _pending = _UnsafeBox(nil)
+    _pending = _UnsafeBox(_Pending())
+    _backlogLock = _Lock()
+    _overlay = _UnsafeBox(_Overlay())
     _creationLock = _Lock()
     _creations = _UnsafeBox([:])
   }
@@ -85,6 +93,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _readers.deallocate()
     _writeLock.deallocate()
     _pending.deallocate()
+    _backlogLock.deallocate()
+    _overlay.deallocate()
     _creationLock.deallocate()
     _creations.deallocate()
   }
@@ -93,54 +103,162 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
 // MARK: - The left-right protocol
 
 extension MemoryStore {
-  /// Runs `body` on the published copy, announced in the calling thread's reader stripe.
+  /// Runs `body` on the store as readers see it: the published copy, announced in the calling
+  /// thread's reader stripe, plus the overlay if one is active.
   ///
-  /// `body` must be store code only: never user code, which could write to the store and wait
-  /// for this very reader to leave.
+  /// `body` must be store code only, never user code, which could write to the store and make
+  /// a writer wait for this very reader.
   @inlinable @inline(__always)
-  func _withReadAccess<R>(_ body: (UnsafeMutablePointer<[Key: Value]>) -> R) -> R {
+  func _withReadAccess<R>(_ body: (_ReadView<Key, Value>) -> R) -> R {
     let counters = _readers.countersForCurrentThread()
-    var copy = _published.load(ordering: .relaxed)
+    var state = _state.load(ordering: .relaxed)
     while true {
+      let copy = state & 1
       // Announce, then check that the copy is still the published one. A writer publishes
       // before it checks the counters, and both sides use sequentially consistent operations,
       // so either the writer sees this reader or this reader sees the newer copy.
       counters[copy].wrappingAdd(1, ordering: .sequentiallyConsistent)
-      let current = _published.load(ordering: .sequentiallyConsistent)
-      if current == copy { break }
+      let current = _state.load(ordering: .sequentiallyConsistent)
+      if current == copy {
+        defer {
+          counters[copy].wrappingSubtract(1, ordering: .releasing)
+          // A reader that was preempted inside this copy may be what holds an overlay back.
+          if _state.load(ordering: .relaxed) & 2 != 0 { _helpFoldOverlay() }
+        }
+        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil))
+      }
+      if current & 1 == copy, let result = _readThroughOverlay(current, body) {
+        counters[copy].wrappingSubtract(1, ordering: .releasing)
+        return result
+      }
       counters[copy].wrappingSubtract(1, ordering: .releasing)
-      copy = current
+      state = _state.load(ordering: .relaxed)
     }
-    defer { counters[copy].wrappingSubtract(1, ordering: .releasing) }
-    return body(_copies.pointer(copy))
   }
 
-  /// Runs one write under the write lock.
-  ///
-  /// `body` receives the hidden copy, already brought up to date with the published one, and
-  /// returns its result and the operation it performed (`nil` if it changed nothing). A
-  /// changed copy is published before the lock is released; the operation is kept to be
-  /// replayed on the other copy by the next write.
-  @inlinable @inline(__always)
-  func _withWriteAccess<R>(
-    _ body: (UnsafeMutablePointer<[Key: Value]>) -> (result: R, operation: _WriteOperation<Key, Value>?)
-  ) -> R {
-    _writeLock.lock()
-    let hidden = _published.load(ordering: .relaxed) ^ 1
-    // Readers that were inside the hidden copy when it was last unpublished must leave first.
-    _readers.waitUntilNoReaders(in: hidden)
-    let copy = _copies.pointer(hidden)
-    let previous = _pending.pointer.move()
-    let displaced = previous?.replay(on: copy)
-    let (result, operation) = body(copy)
-    if operation != nil {
-      _published.store(hidden, ordering: .sequentiallyConsistent)
-    }
-    _pending.pointer.initialize(to: operation)
+  /// The read path while an overlay is active; `nil` if the state changed meanwhile (the
+  /// caller then starts again). The caller is announced in the published copy.
+  @usableFromInline
+  func _readThroughOverlay<R>(_ state: Int, _ body: (_ReadView<Key, Value>) -> R) -> R? {
+    _helpFoldOverlay()
+    _backlogLock.lock()
+    defer { _backlogLock.unlock() }
+    // The published copy cannot be republished while this reader is inside it, so an
+    // unchanged state means the overlay still sits on top of this copy.
+    guard _state.load(ordering: .acquiring) == state else { return nil }
+    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer))
+  }
+
+  /// If the write lock is free and so is the copy that held the overlay back, folds the
+  /// overlay into that copy and publishes it. Never waits.
+  @usableFromInline @inline(never)
+  func _helpFoldOverlay() {
+    guard _writeLock.tryLock() else { return }
+    let caughtUp = _applyLocked(nil)
     _writeLock.unlock()
-    // Release what the replay displaced only now: it may run a value's deinit.
-    withExtendedLifetime((previous, displaced)) {}
+    withExtendedLifetime(caughtUp) {}
+  }
+
+  /// Performs one write and returns whether it changed the store and the previous value of the
+  /// key it names (for `set`, `insert` and `remove`).
+  @inlinable @inline(__always)
+  func _perform(
+    _ operation: _WriteOperation<Key, Value>
+  ) -> (changed: Bool, previous: Value?) {
+    _writeLock.lock()
+    let result = _applyLocked(operation)
+    _writeLock.unlock()
+    // Release what the write took out of the copies only now: it may run a value's deinit.
+    withExtendedLifetime(result.leftovers) {}
+    return (result.changed, result.previous)
+  }
+
+  /// Applies `operation` (or only catches up, if it is `nil`) with the write lock held.
+  ///
+  /// Normally the hidden copy is brought up to date with the pending writes and the overlay,
+  /// `operation` is applied to it, and it is published. If a reader still holds the hidden
+  /// copy (one preempted in the middle of a lookup), the writer does not wait for it:
+  /// `operation` goes into the overlay, which readers consult until a later write or read finds
+  /// the copy free and folds the overlay in.
+  ///
+  /// - Returns: Also what the write took out of the copies, for the caller to release after it
+  ///   unlocks.
+  @inlinable @inline(__always)
+  func _applyLocked(
+    _ operation: _WriteOperation<Key, Value>?
+  ) -> (changed: Bool, previous: Value?, leftovers: _Leftovers<Key, Value>?) {
+    let state = _state.load(ordering: .relaxed)
+    let hasOverlay = state & 2 != 0
+    if operation == nil && !hasOverlay { return (false, nil, nil) }
+    let hidden = (state & 1) ^ 1
+    // Spin briefly for a reader finishing its lookup; once an overlay is active, only look.
+    let isFree = hasOverlay ? !_readers.hasReaders(in: hidden) : _readers.becomesFree(hidden)
+    guard isFree else {
+      guard let operation else { return (false, nil, nil) }
+      let recorded = _recordInOverlay(operation, state: state)
+      return (recorded.changed, recorded.previous, nil)
+    }
+    let copy = _copies.pointer(hidden)
+    let pending = _pending.pointer.move()
+    let caughtUp1 = pending.first?.apply(to: copy)
+    let caughtUp2 = pending.second?.apply(to: copy)
+    let fromOverlay = hasOverlay ? _WriteOperation.overlay(_overlay.pointer.pointee) : nil
+    let caughtUp3 = fromOverlay?.apply(to: copy)
+    let applied = operation?.apply(to: copy)
+    let changed = applied?.changed ?? false
+    if hasOverlay {
+      _backlogLock.lock()
+      _state.store(hidden, ordering: .sequentiallyConsistent)
+      _overlay.pointer.pointee = _Overlay()
+      _backlogLock.unlock()
+      _pending.pointer.initialize(to: _Pending(fromOverlay, changed ? operation : nil))
+    } else if changed {
+      _state.store(hidden, ordering: .sequentiallyConsistent)
+      _pending.pointer.initialize(to: _Pending(operation))
+    } else {
+      _pending.pointer.initialize(to: _Pending())
+    }
+    let leftovers = _Leftovers(
+      pending: pending,
+      displaced: (
+        caughtUp1?.displaced, caughtUp2?.displaced, caughtUp3?.displaced, applied?.displaced
+      ))
+    return (changed, applied?.previous, leftovers)
+  }
+
+  /// Records `operation` in the overlay on top of the published copy (write lock held).
+  @usableFromInline
+  func _recordInOverlay(
+    _ operation: _WriteOperation<Key, Value>, state: Int
+  ) -> (changed: Bool, previous: Value?) {
+    // The published copy is not modified while the write lock is held, so this writer may
+    // read it without announcing itself.
+    let base = _copies.pointer(state & 1)
+    _backlogLock.lock()
+    defer { _backlogLock.unlock() }
+    if state & 2 == 0 {
+      _overlay.pointer.pointee = _Overlay()
+      _overlay.pointer.pointee.count = base.pointee.count
+    }
+    let result = _overlay.pointer.pointee.record(operation, base: base)
+    if result.changed && state & 2 == 0 {
+      _state.store(state | 2, ordering: .sequentiallyConsistent)
+    }
     return result
+  }
+}
+
+/// What one write took out of the copies, released after the write lock.
+@usableFromInline
+struct _Leftovers<Key: Hashable, Value> {
+  @usableFromInline typealias Displaced = _Displaced<Key, Value>?
+  @usableFromInline let pending: _Pending<Key, Value>
+  @usableFromInline let displaced: (Displaced, Displaced, Displaced, Displaced)
+
+  @inlinable
+  init(pending: _Pending<Key, Value>, displaced: (Displaced, Displaced, Displaced, Displaced)) {
+    self.pending = pending
+    self.displaced = displaced
   }
 }
 
@@ -162,7 +280,7 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      _withReadAccess { $0.pointee[key] }
+      _withReadAccess { $0.value(forKey: key) }
     }
     set {
       if let newValue {
@@ -178,7 +296,7 @@ extension MemoryStore {
   /// - Complexity: O(1). Never blocks.
   @inlinable
   public var count: Int {
-    _withReadAccess { $0.pointee.count }
+    _withReadAccess { $0.count }
   }
 
   /// Whether the store has no entries, read at one point of the write order.
@@ -186,7 +304,7 @@ extension MemoryStore {
   /// - Complexity: O(1). Never blocks.
   @inlinable
   public var isEmpty: Bool {
-    _withReadAccess { $0.pointee.isEmpty }
+    _withReadAccess { $0.count == 0 }
   }
 
   /// A consistent snapshot of every entry: the contents at one point of the write order, never
@@ -203,7 +321,7 @@ extension MemoryStore {
   ///   snapshot is alive; take snapshots for work that needs them, not on every read.
   @inlinable
   public var allItems: [Key: Value] {
-    _withReadAccess { $0.pointee }
+    _withReadAccess { $0.dictionary }
   }
 
   /// Reads several keys at one point of the write order.
@@ -221,11 +339,11 @@ extension MemoryStore {
   public func values(forKeys keys: some Sequence<Key>) -> [Key: Value] {
     // Iterate the caller's sequence before entering the read: it is user code.
     let keys = Array(keys)
-    return _withReadAccess { copy in
+    return _withReadAccess { view in
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
       for key in keys {
-        if let value = copy.pointee[key] { result[key] = value }
+        if let value = view.value(forKey: key) { result[key] = value }
       }
       return result
     }
@@ -244,10 +362,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func updateValue(_ value: Value, forKey key: Key) -> Value? {
-    _withWriteAccess { copy in
-      let old = copy.pointee.updateValue(value, forKey: key)
-      return (old, .set(key, value))
-    }
+    _perform(.set(key, value)).previous
   }
 
   /// Removes `key` and returns the value it had. Removing an absent key changes nothing.
@@ -259,11 +374,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func removeValue(forKey key: Key) -> Value? {
-    _withWriteAccess { copy in
-      guard let index = copy.pointee.index(forKey: key) else { return (nil, nil) }
-      let removed = copy.pointee.remove(at: index)
-      return (removed.value, .remove(key))
-    }
+    _perform(.remove(key)).previous
   }
 
   /// Inserts or replaces every entry of `entries` as one atomic, ordered write: no read sees
@@ -277,10 +388,7 @@ extension MemoryStore {
   @inlinable
   public func addEntries(_ entries: [Key: Value]) {
     guard !entries.isEmpty else { return }
-    _withWriteAccess { copy in
-      copy.pointee.merge(entries) { _, new in new }
-      return ((), .merge(entries))
-    }
+    _ = _perform(.merge(entries))
   }
 
   /// Removes every key in `keys` as one atomic, ordered write. Absent keys are ignored.
@@ -292,16 +400,7 @@ extension MemoryStore {
     // Iterate the caller's sequence before taking the write lock: it is user code.
     let keys = Array(keys)
     guard !keys.isEmpty else { return }
-    _withWriteAccess { copy in
-      var removed: [Key] = []
-      for key in keys {
-        if let index = copy.pointee.index(forKey: key) {
-          copy.pointee.remove(at: index)
-          removed.append(key)
-        }
-      }
-      return ((), removed.isEmpty ? nil : .removeKeys(removed))
-    }
+    _ = _perform(.removeKeys(keys))
   }
 
   /// Removes every entry as one atomic, ordered write.
@@ -310,11 +409,7 @@ extension MemoryStore {
   ///   copy readers see next.
   @inlinable
   public func removeAll() {
-    _withWriteAccess { copy in
-      if copy.pointee.isEmpty { return ((), nil) }
-      copy.pointee = [:]
-      return ((), .removeAll)
-    }
+    _ = _perform(.removeAll)
   }
 
   /// Returns once every write issued before the call has been applied.
@@ -399,10 +494,6 @@ extension MemoryStore {
   /// Stores `value` for `key` unless a value is already there; returns the stored value.
   @usableFromInline
   func _insertIfAbsent(_ value: Value, forKey key: Key) -> Value {
-    _withWriteAccess { copy in
-      if let existing = copy.pointee[key] { return (existing, nil) }
-      copy.pointee[key] = value
-      return (value, .set(key, value))
-    }
+    _perform(.insert(key, value)).previous ?? value
   }
 }

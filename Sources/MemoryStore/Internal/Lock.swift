@@ -56,6 +56,16 @@ struct _Lock {
     #endif
   }
 
+  /// Takes the lock if it is free; returns whether it did.
+  @inlinable @inline(__always)
+  func tryLock() -> Bool {
+    #if canImport(Darwin)
+      return os_unfair_lock_trylock(_primitive)
+    #else
+      return pthread_mutex_trylock(_primitive) == 0
+    #endif
+  }
+
   @inlinable @inline(__always)
   func unlock() {
     #if canImport(Darwin)

@@ -14,8 +14,7 @@ import Synchronization
 ///
 /// Each stripe holds two counters, one per copy. A reader increments the counter of the copy
 /// it is about to read in its own stripe (chosen by ``_ThreadSlot``) and decrements it when it
-/// is done; a writer that wants to modify a copy waits until that copy's counters read zero in
-/// every stripe. Counts are exact whatever thread shares a stripe: sharing only costs speed.
+/// is done; a writer modifies a copy only when that copy's counters read zero in every stripe. Counts are exact whatever thread shares a stripe: sharing only costs speed.
 @usableFromInline
 struct _ReaderIndicator {
   /// Bytes between stripes: two cache lines, because Intel's adjacent-line prefetcher
@@ -70,22 +69,20 @@ struct _ReaderIndicator {
     return false
   }
 
-  /// Waits until no reader is inside `copy`. Readers hold a copy for one lookup or one
-  /// snapshot, never while running user code, so this wait is short: it spins first, then
-  /// yields the processor so a preempted reader can finish.
+  /// Whether `copy` becomes free of readers within a short spin (about a microsecond).
+  ///
+  /// Readers hold a copy for one lookup or one snapshot, so a reader that is still inside
+  /// after this was almost certainly preempted; the writer then stops waiting for it.
   @inlinable
-  func waitUntilNoReaders(in copy: Int) {
-    if !hasReaders(in: copy) { return }
-    _waitSlow(copy)
+  func becomesFree(_ copy: Int) -> Bool {
+    if !hasReaders(in: copy) { return true }
+    return _spinUntilFree(copy)
   }
 
   @usableFromInline @inline(never)
-  func _waitSlow(_ copy: Int) {
-    var spins = 0
-    while hasReaders(in: copy) {
-      spins += 1
-      if spins > 64 { sched_yield() }
-    }
+  func _spinUntilFree(_ copy: Int) -> Bool {
+    for _ in 0..<128 where !hasReaders(in: copy) { return true }
+    return false
   }
 
   @usableFromInline
