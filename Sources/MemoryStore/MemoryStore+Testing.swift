@@ -1,0 +1,29 @@
+import Synchronization
+
+@_spi(Testing)
+extension MemoryStore {
+  /// Runs `body` while the calling thread stays announced as a reader of the copy that is
+  /// published now, exactly as a reader preempted in the middle of a lookup would.
+  ///
+  /// For tests of the path where a writer finds its copy held by a reader: from the second
+  /// write made while parked, writes go to the overlay. Not part of the supported API.
+  public func _withReaderParked<R>(_ body: () throws -> R) rethrows -> R {
+    let counters = _readers.countersForCurrentThread()
+    var state = _state.load(ordering: .relaxed)
+    while true {
+      counters[state & 1].wrappingAdd(1, ordering: .sequentiallyConsistent)
+      let current = _state.load(ordering: .sequentiallyConsistent)
+      if current & 1 == state & 1 { break }
+      counters[state & 1].wrappingSubtract(1, ordering: .releasing)
+      state = current
+    }
+    defer {
+      counters[state & 1].wrappingSubtract(1, ordering: .releasing)
+      _helpFoldOverlay()
+    }
+    return try body()
+  }
+
+  /// Whether writes are currently held in the overlay. Not part of the supported API.
+  public var _hasOverlay: Bool { _state.load(ordering: .sequentiallyConsistent) & 2 != 0 }
+}
