@@ -1,0 +1,258 @@
+// Plain-text, Markdown-friendly output: header, tables, ratios, targets and checks.
+
+import Foundation
+
+func fixed(_ value: Double, _ digits: Int) -> String {
+  String(format: "%.\(digits)f", value)
+}
+
+func percent(_ share: Double) -> String {
+  fixed(share * 100, 2) + "%"
+}
+
+/// `9.80x faster`, or `0.82x (1.22x slower)`.
+func ratioText(_ ratio: Double) -> String {
+  guard ratio.isFinite && ratio > 0 else { return "n/a" }
+  return ratio >= 1
+    ? "\(fixed(ratio, 2))x faster" : "\(fixed(ratio, 2))x (\(fixed(1 / ratio, 2))x slower)"
+}
+
+/// A spread above this share of the median marks a row as noisy.
+private let noisySpread = 0.10
+
+private func rangeText(_ range: ClosedRange<Double>, median: Double) -> String {
+  let text = "\(fixed(range.lowerBound, 2))-\(fixed(range.upperBound, 2))"
+  let spread = median > 0 ? (range.upperBound - range.lowerBound) / median : 0
+  return spread > noisySpread ? text + " (noisy: \(fixed(spread * 100, 0))%)" : text
+}
+
+/// The results of a whole run, and how to print them.
+struct Report {
+  let measurements: [Measurement]
+  let plan: MeasurementPlan
+
+  private func find(_ store: StoreKind, _ workload: Workload) -> Measurement? {
+    measurements.first { $0.store == store && $0.workload == workload }
+  }
+
+  private var workloads: [Workload] {
+    Workload.allCases.filter { workload in measurements.contains { $0.workload == workload } }
+  }
+
+  func printAll() {
+    printTables()
+    printRatios()
+    printTargets()
+    printChecks()
+  }
+
+  // MARK: Tables
+
+  private func printTables() {
+    for workload in workloads {
+      let rows = measurements.filter { $0.workload == workload }
+      print("## \(workload.rawValue): \(workload.summary)")
+      print("")
+      if workload == .rw {
+        print(
+          "| store | N (writer) | writer ns/op | writer Mops/s | reader ns/op | reader Mops/s "
+            + "| min-max writer Mops/s | min-max reader Mops/s |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for row in rows {
+          print(
+            "| \(row.store.rawValue) | \(row.opsPerLane) | \(fixed(row.nanosPerOp, 1)) "
+              + "| \(fixed(row.mops, 2)) | \(fixed(row.readerNanosPerOp, 1)) "
+              + "| \(fixed(row.readerMops, 2)) | \(rangeText(row.mopsRange, median: row.mops)) "
+              + "| \(rangeText(row.readerMopsRange, median: row.readerMops)) |")
+        }
+      } else {
+        print("| store | N per lane | ns/op (per thread) | Mops/s (aggregate) | min-max Mops/s |")
+        print("|---|---:|---:|---:|---:|")
+        for row in rows {
+          print(
+            "| \(row.store.rawValue) | \(row.opsPerLane) | \(fixed(row.nanosPerOp, 1)) "
+              + "| \(fixed(row.mops, 2)) | \(rangeText(row.mopsRange, median: row.mops)) |")
+        }
+      }
+      print("")
+    }
+  }
+
+  // MARK: Ratios
+
+  private func printRatios() {
+    guard measurements.contains(where: { $0.store == .memorystore }) else { return }
+    print("## Ratios")
+    print("")
+    print("Throughput of memorystore over each baseline (median Mops/s); above 1 is faster.")
+    print("")
+    print("| workload | comparison | ratio |")
+    print("|---|---|---:|")
+    for workload in workloads {
+      guard let ours = find(.memorystore, workload) else { continue }
+      for baseline in StoreKind.allCases where baseline != .memorystore {
+        guard let theirs = find(baseline, workload) else { continue }
+        let comparison = "memorystore / \(baseline.rawValue)"
+        if workload == .rw {
+          print("| rw writer | \(comparison) | \(ratioText(ours.mops / theirs.mops)) |")
+          print(
+            "| rw reader | \(comparison) | \(ratioText(ours.readerMops / theirs.readerMops)) |")
+        } else {
+          print(
+            "| \(workload.rawValue) | \(comparison) | \(ratioText(ours.mops / theirs.mops)) |")
+        }
+      }
+    }
+    print("")
+  }
+
+  // MARK: Targets
+
+  private struct Target {
+    var name: String
+    /// `nil` when a needed measurement was filtered out.
+    var met: Bool?
+    var detail: String
+  }
+
+  private func mops(_ value: Double) -> String { "\(fixed(value, 2)) Mops/s" }
+
+  private func targets() -> [Target] {
+    var targets: [Target] = []
+    func skipped(_ name: String, needs: String) -> Target {
+      Target(name: name, met: nil, detail: "not measured (needs \(needs))")
+    }
+
+    // read1
+    var name = "read1: memorystore ns/op <= 1.5 x dictionary ns/op"
+    if let ours = find(.memorystore, .read1), let floor = find(.dictionary, .read1) {
+      let limit = 1.5 * floor.nanosPerOp
+      targets.append(
+        Target(
+          name: name, met: ours.nanosPerOp <= limit,
+          detail: "memorystore \(fixed(ours.nanosPerOp, 1)) ns/op, dictionary "
+            + "\(fixed(floor.nanosPerOp, 1)) ns/op, limit \(fixed(limit, 1)) ns/op "
+            + "(\(fixed(ours.nanosPerOp / floor.nanosPerOp, 2)) x dictionary)"))
+    } else {
+      targets.append(skipped(name, needs: "read1 on memorystore and dictionary"))
+    }
+    targets.append(
+      speedup(.read1, over: .ymcacheGCD, atLeast: 6, name: "read1: memorystore >= 6x ymcache-gcd"))
+
+    // read2
+    name = "read2: memorystore read2 aggregate >= 1.7 x memorystore read1"
+    if let two = find(.memorystore, .read2), let one = find(.memorystore, .read1) {
+      targets.append(
+        Target(
+          name: name, met: two.mops >= 1.7 * one.mops,
+          detail: "read2 \(mops(two.mops)), read1 \(mops(one.mops)): "
+            + "\(fixed(two.mops / one.mops, 2))x (needs 1.70x)"))
+    } else {
+      targets.append(skipped(name, needs: "read1 and read2 on memorystore"))
+    }
+
+    // write1
+    targets.append(
+      speedup(
+        .write1, over: .ymcacheGCD, atLeast: 5,
+        name: "write1 (incl. flush): memorystore >= 5x ymcache-gcd"))
+    targets.append(
+      speedup(
+        .write1, over: .nslock, atLeast: 1, orEqual: true,
+        name: "write1 (incl. flush): memorystore not slower than nslock"))
+
+    // mixed2 and rw
+    let baselines = StoreKind.allCases.filter { $0 != .memorystore && $0.isThreadSafe }
+    for baseline in baselines {
+      targets.append(
+        speedup(
+          .mixed2, over: baseline, atLeast: 1,
+          name: "mixed2: memorystore faster than \(baseline.rawValue)"))
+    }
+    for baseline in baselines {
+      targets.append(
+        speedup(
+          .rw, over: baseline, atLeast: 1,
+          name: "rw writer: memorystore faster than \(baseline.rawValue)"))
+      targets.append(
+        speedup(
+          .rw, over: baseline, atLeast: 1, reader: true,
+          name: "rw reader: memorystore faster than \(baseline.rawValue)"))
+    }
+    return targets
+  }
+
+  /// memorystore's throughput on `workload` is at least `factor` x `baseline`'s (strictly
+  /// more when `orEqual` is false and `factor` is 1).
+  private func speedup(
+    _ workload: Workload, over baseline: StoreKind, atLeast factor: Double,
+    orEqual: Bool = false, reader: Bool = false, name: String
+  ) -> Target {
+    guard let ours = find(.memorystore, workload), let theirs = find(baseline, workload) else {
+      return Target(
+        name: name, met: nil,
+        detail: "not measured (needs \(workload.rawValue) on memorystore and "
+          + "\(baseline.rawValue))")
+    }
+    let ourRate = reader ? ours.readerMops : ours.mops
+    let theirRate = reader ? theirs.readerMops : theirs.mops
+    let ratio = ourRate / theirRate
+    let met = factor == 1 && !orEqual ? ratio > 1 : ratio >= factor
+    return Target(
+      name: name, met: met,
+      detail: "memorystore \(mops(ourRate)), \(baseline.rawValue) \(mops(theirRate)): "
+        + "\(fixed(ratio, 2))x" + (factor == 1 ? "" : " (needs \(fixed(factor, 2))x)"))
+  }
+
+  private func printTargets() {
+    let results = targets()
+    let evaluated = results.filter { $0.met != nil }
+    let met = evaluated.filter { $0.met == true }.count
+    print("## Targets")
+    print("")
+    print("| target | result | measured |")
+    print("|---|---|---|")
+    for target in evaluated {
+      print("| \(target.name) | \(target.met == true ? "MET" : "NOT MET") | \(target.detail) |")
+    }
+    print("")
+    print("\(met) of \(evaluated.count) evaluated targets met.")
+    let skipped = results.count - evaluated.count
+    if skipped > 0 {
+      print("\(skipped) targets not evaluated: the stores or workloads they compare were not run.")
+    }
+    print("")
+  }
+
+  // MARK: Checks
+
+  private func printChecks() {
+    print("## Checks")
+    print("")
+    let missing = measurements.filter { $0.misses > 0 }
+    if missing.isEmpty {
+      print("- every read found its key (0 misses)")
+    } else {
+      for row in missing {
+        print(
+          "- WARNING: \(row.store.rawValue) \(row.workload.rawValue): \(row.misses) reads "
+            + "found no value, although every key is always present")
+      }
+    }
+    let wrong = measurements.filter { !$0.errors.isEmpty }
+    if wrong.isEmpty {
+      print(
+        "- after every repetition, every store held exactly the expected final value "
+          + "for every key")
+    } else {
+      for row in wrong {
+        print(
+          "- WARNING: \(row.store.rawValue) \(row.workload.rawValue): wrong contents in "
+            + "\(row.errors.count) repetitions; first: \(row.errors[0])")
+      }
+    }
+    let checksum = measurements.reduce(0) { $0 &+ $1.checksum }
+    print("- checksum of everything read: \(checksum)")
+    print("")
+  }
+}

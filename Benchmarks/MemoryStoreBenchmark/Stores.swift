@@ -1,0 +1,270 @@
+// The stores under test: four baselines defined here, and MemoryStore itself.
+
+import Dispatch
+import Foundation
+import MemoryStore
+
+/// The value stored under every key.
+struct Quote: Sendable, Equatable {
+  var bid: Double
+  var ask: Double
+  var volume: Int
+
+  /// The value every store holds for key number `index` before a repetition starts. Its
+  /// negative volume tells it apart from any written value.
+  static func initial(forKeyAt index: Int) -> Quote {
+    Quote(bid: 100 + Double(index), ask: 100.05 + Double(index), volume: -1 - index)
+  }
+
+  /// The value written by operation number `op` of a lane.
+  @inline(__always)
+  static func written(byOp op: Int) -> Quote {
+    Quote(bid: Double(op), ask: Double(op) + 0.05, volume: op)
+  }
+}
+
+/// The stores, in report order.
+enum StoreKind: String, CaseIterable, Sendable {
+  case dictionary
+  case ymcacheGCD = "ymcache-gcd"
+  case nslock
+  case nscache
+  case memorystore
+
+  /// Whether the store may be used from several threads (`dictionary` may not).
+  var isThreadSafe: Bool { self != .dictionary }
+
+  var summary: String {
+    switch self {
+    case .dictionary: "plain [String: Quote], one thread only (the floor)"
+    case .ymcacheGCD:
+      "concurrent DispatchQueue: sync reads, async barrier writes (YMCache style)"
+    case .nslock: "NSLock around a Dictionary"
+    case .nscache: "Foundation NSCache<KeyBox, ValueBox>, keys boxed once per lane"
+    case .memorystore: "MemoryStore<String, Quote>, called as a client module would"
+    }
+  }
+}
+
+/// What the timed loops need from a store. The loops are generic over this protocol and are
+/// specialised for every concrete store (each store is a final class, the loops are internal
+/// to this module, and the build is whole-module optimised), so no existential or witness
+/// table call happens inside a timed loop.
+protocol BenchmarkStore: AnyObject, Sendable {
+  /// How the store's clients hold a key.
+  associatedtype KeyHandle
+
+  static var kind: StoreKind { get }
+  static func makeKey(_ string: String) -> KeyHandle
+
+  /// A fresh store holding `entries`, with its writes applied.
+  init(prepopulated entries: [String: Quote])
+
+  func fetch(_ key: KeyHandle) -> Quote?
+  func put(_ key: KeyHandle, _ value: Quote)
+  /// Returns once every earlier write is applied (the store's flush).
+  func drain()
+}
+
+/// Copies `entries` into a dictionary with storage of its own, so that the first timed write
+/// does not pay for a copy-on-write of storage shared with the fixture.
+private func uniqueCopy(of entries: [String: Quote]) -> [String: Quote] {
+  var copy = [String: Quote](minimumCapacity: entries.count)
+  for (key, value) in entries { copy[key] = value }
+  return copy
+}
+
+// MARK: - (a) dictionary
+
+/// A plain dictionary: the cost of the lookup itself, with no synchronisation at all.
+///
+/// The dictionary lives behind a pointer rather than in a stored `var`: a class's stored
+/// `var` is accessed with a dynamic exclusivity check (`swift_beginAccess`) that a local
+/// dictionary does not pay, and the floor should be the dictionary alone.
+///
+/// `@unchecked Sendable`: the harness only runs single-thread workloads on this store. It is
+/// created on the main thread before its one lane thread starts and read again only after
+/// that thread has signalled completion; thread start and the semaphore order those accesses,
+/// so no two threads ever access the dictionary concurrently.
+final class DictionaryStore: BenchmarkStore, @unchecked Sendable {
+  private let storage: UnsafeMutablePointer<[String: Quote]>
+
+  static var kind: StoreKind { .dictionary }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    storage = .allocate(capacity: 1)
+    storage.initialize(to: uniqueCopy(of: entries))
+  }
+
+  deinit {
+    storage.deinitialize(count: 1)
+    storage.deallocate()
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { storage.pointee[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { storage.pointee[key] = value }
+
+  func drain() {}
+}
+
+// MARK: - (b) ymcache-gcd
+
+/// The YMCache pattern: a concurrent queue, reads with `sync`, writes with asynchronous
+/// barrier blocks; its flush is an empty synchronous barrier.
+///
+/// `@unchecked Sendable`: `storage` is only accessed inside blocks run by `queue`, and the
+/// queue never runs a barrier block at the same time as any other block, so reads (plain
+/// blocks) only ever overlap other reads and each write runs alone.
+final class GCDStore: BenchmarkStore, @unchecked Sendable {
+  private let queue = DispatchQueue(label: "benchmark.ymcache-gcd", attributes: .concurrent)
+  private var storage: [String: Quote]
+
+  static var kind: StoreKind { .ymcacheGCD }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    storage = uniqueCopy(of: entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? {
+    queue.sync { storage[key] }
+  }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) {
+    queue.async(flags: .barrier) { self.storage[key] = value }
+  }
+
+  func drain() {
+    queue.sync(flags: .barrier) {}
+  }
+}
+
+// MARK: - (c) nslock
+
+/// A dictionary guarded by an `NSLock`.
+///
+/// `@unchecked Sendable`: `storage` is only accessed between `lock.lock()` and
+/// `lock.unlock()`, so accesses from different threads are mutually exclusive and ordered.
+final class NSLockStore: BenchmarkStore, @unchecked Sendable {
+  private let lock = NSLock()
+  private var storage: [String: Quote]
+
+  static var kind: StoreKind { .nslock }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    storage = uniqueCopy(of: entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? {
+    lock.lock()
+    defer { lock.unlock() }
+    return storage[key]
+  }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) {
+    lock.lock()
+    storage[key] = value
+    lock.unlock()
+  }
+
+  func drain() {}
+}
+
+// MARK: - (d) nscache
+
+/// A `String` key boxed for `NSCache`, with value equality.
+final class KeyBox: NSObject {
+  let string: String
+
+  init(_ string: String) {
+    self.string = string
+  }
+
+  override var hash: Int { string.hashValue }
+
+  override func isEqual(_ object: Any?) -> Bool {
+    guard let other = object as? KeyBox else { return false }
+    return other.string == string
+  }
+}
+
+/// A `Quote` boxed for `NSCache`.
+final class ValueBox {
+  let quote: Quote
+
+  init(_ quote: Quote) {
+    self.quote = quote
+  }
+}
+
+/// Foundation's `NSCache`. Keys are boxed once per lane before timing starts (the cache's
+/// best case: a client holding `String` keys would box one per call); each write boxes its
+/// value, as it must. No count or cost limit is set, so nothing is evicted.
+///
+/// `@unchecked Sendable`: the only stored property is the cache, and `NSCache` is documented
+/// as safe to use from several threads at once (it locks internally).
+final class NSCacheStore: BenchmarkStore, @unchecked Sendable {
+  private let cache = NSCache<KeyBox, ValueBox>()
+
+  static var kind: StoreKind { .nscache }
+  static func makeKey(_ string: String) -> KeyBox { KeyBox(string) }
+
+  init(prepopulated entries: [String: Quote]) {
+    for (key, value) in entries {
+      cache.setObject(ValueBox(value), forKey: KeyBox(key))
+    }
+  }
+
+  @inline(__always)
+  func fetch(_ key: KeyBox) -> Quote? {
+    cache.object(forKey: key)?.quote
+  }
+
+  @inline(__always)
+  func put(_ key: KeyBox, _ value: Quote) {
+    cache.setObject(ValueBox(value), forKey: key)
+  }
+
+  func drain() {}
+}
+
+// MARK: - (e) memorystore
+
+extension MemoryStore: BenchmarkStore where Key == String, Value == Quote {
+  static var kind: StoreKind { .memorystore }
+  static func makeKey(_ string: String) -> String { string }
+
+  convenience init(prepopulated entries: [String: Quote]) {
+    self.init(name: "benchmark")
+    addEntries(entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { self[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { self[key] = value }
+
+  /// Bridges the asynchronous `flush()` to the calling thread. Only used where a workload
+  /// includes the flush, or outside timed code.
+  func drain() {
+    let flushed = DispatchSemaphore(value: 0)
+    Task {
+      await self.flush()
+      flushed.signal()
+    }
+    flushed.wait()
+  }
+}
+
+/// The store under test, as the benchmark instantiates it.
+typealias MemoryStoreOfQuotes = MemoryStore<String, Quote>
