@@ -196,7 +196,9 @@ extension MemoryStore {
     guard isFree else {
       guard let operation else { return (false, nil, nil) }
       let recorded = _recordInOverlay(operation, state: state)
-      return (recorded.changed, recorded.previous, nil)
+      let leftovers = _Leftovers(
+        pending: _Pending(), caughtUp: (nil, nil, nil), displaced: recorded.displaced)
+      return (recorded.changed, recorded.previous, leftovers)
     }
     let copy = _copies.pointer(hidden)
     let pending = _pending.pointer.move()
@@ -218,11 +220,11 @@ extension MemoryStore {
     } else {
       _pending.pointer.initialize(to: _Pending())
     }
+    // Everything the catch-up took out of the copy, including the previous values it
+    // reports, is released by the caller after unlocking.
     let leftovers = _Leftovers(
-      pending: pending,
-      displaced: (
-        caughtUp1?.displaced, caughtUp2?.displaced, caughtUp3?.displaced, applied?.displaced
-      ))
+      pending: pending, caughtUp: (caughtUp1, caughtUp2, caughtUp3),
+      displaced: applied?.displaced)
     return (changed, applied?.previous, leftovers)
   }
 
@@ -230,7 +232,7 @@ extension MemoryStore {
   @usableFromInline
   func _recordInOverlay(
     _ operation: _WriteOperation<Key, Value>, state: Int
-  ) -> (changed: Bool, previous: Value?) {
+  ) -> (changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>) {
     // The published copy is not modified while the write lock is held, so this writer may
     // read it without announcing itself.
     let base = _copies.pointer(state & 1)
@@ -248,16 +250,23 @@ extension MemoryStore {
   }
 }
 
-/// What one write took out of the copies, released after the write lock.
+/// What one write took out of the copies or the overlay, released after the write lock.
 @usableFromInline
 struct _Leftovers<Key: Hashable, Value> {
-  @usableFromInline typealias Displaced = _Displaced<Key, Value>?
+  @usableFromInline typealias Applied = (
+    changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>
+  )
   @usableFromInline let pending: _Pending<Key, Value>
-  @usableFromInline let displaced: (Displaced, Displaced, Displaced, Displaced)
+  @usableFromInline let caughtUp: (Applied?, Applied?, Applied?)
+  @usableFromInline let displaced: _Displaced<Key, Value>?
 
   @inlinable
-  init(pending: _Pending<Key, Value>, displaced: (Displaced, Displaced, Displaced, Displaced)) {
+  init(
+    pending: _Pending<Key, Value>, caughtUp: (Applied?, Applied?, Applied?),
+    displaced: _Displaced<Key, Value>?
+  ) {
     self.pending = pending
+    self.caughtUp = caughtUp
     self.displaced = displaced
   }
 }
@@ -418,8 +427,34 @@ extension MemoryStore {
   /// other threads are applying at this instant. It exists so that code written against the
   /// store's asynchronous-write contract has one place to wait, and it will also wait for the
   /// work later attached to writes.
+  ///
+  /// It also brings the store's second copy up to date when no reader holds it, so values
+  /// that were replaced or removed are released now rather than at the next write.
+  ///
+  /// - Complexity: O(k) for the k entries the last one or two writes touched.
   public func flush() async {
-    _writeLock.withLock {}
+    _settle()
+  }
+
+  /// Folds the overlay in and brings the hidden copy up to date, if no reader holds it.
+  func _settle() {
+    _writeLock.lock()
+    let folded = _applyLocked(nil)
+    var settled: _Leftovers<Key, Value>?
+    let state = _state.load(ordering: .relaxed)
+    let hidden = (state & 1) ^ 1
+    if state & 2 == 0 && _readers.becomesFree(hidden) {
+      let copy = _copies.pointer(hidden)
+      let pending = _pending.pointer.move()
+      let caughtUp1 = pending.first?.apply(to: copy)
+      let caughtUp2 = pending.second?.apply(to: copy)
+      _pending.pointer.initialize(to: _Pending())
+      settled = _Leftovers(
+        pending: pending, caughtUp: (caughtUp1, caughtUp2, nil), displaced: nil)
+    }
+    _writeLock.unlock()
+    // Released only now: a value's deinit may use the store.
+    withExtendedLifetime((folded, settled)) {}
   }
 }
 

@@ -3,7 +3,8 @@ import Testing
 
 /// Writes made while a reader holds the copy a writer needs go to an overlay; these tests park
 /// a reader deterministically and check that the store behaves exactly like a dictionary.
-@Suite struct OverlayTests {
+extension StoreContractTests {
+  @Suite("Overlay") struct Overlay {
   @Test func writesWhileAReaderIsParkedAreVisibleAndFoldedInAfterwards() {
     let store = MemoryStore<String, Int>()
     store.addEntries(["a": 1, "b": 2, "c": 3])
@@ -37,7 +38,7 @@ import Testing
 
   @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
   func randomOperationsWithParkedReadersMatchADictionary(seed: UInt64) {
-    var random = SeededRandom(seed: seed)
+    var random = SplitMix64(seed: seed)
     let store = MemoryStore<Int, Int>()
     var model: [Int: Int] = [:]
 
@@ -84,16 +85,4 @@ import Testing
     }
   }
 }
-
-/// SplitMix64: small, fast and deterministic.
-struct SeededRandom {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
 }

@@ -85,6 +85,7 @@ enum _Displaced<Key: Hashable, Value> {
   case entries([(Key, Value)])
   case dictionary([Key: Value])
   case overlay([Key: Value], [(Key, Value)])
+  case overlayChanges([Key: Value?], [Value?])
 }
 
 /// The writes that have not reached either copy yet, because the hidden copy was held by a
@@ -124,46 +125,54 @@ struct _Overlay<Key: Hashable, Value> {
   }
 
   /// Records `operation` on top of `base`, with the same result as applying it to a copy.
+  ///
+  /// - Returns: Also what the write took out of the overlay, which the caller releases after it
+  ///   leaves the write lock (the overlay may hold the last reference to a value).
   @usableFromInline
   mutating func record(
     _ operation: _WriteOperation<Key, Value>, base: UnsafeMutablePointer<[Key: Value]>
-  ) -> (changed: Bool, previous: Value?) {
+  ) -> (changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>) {
     switch operation {
     case .set(let key, let value):
       let previous = self.value(forKey: key, base: base)
       if previous == nil { count += 1 }
-      changes[key] = .some(value)
-      return (true, previous)
+      let old = changes.updateValue(.some(value), forKey: key)
+      return (true, previous, .overlayChanges([:], old.map { [$0] } ?? []))
     case .insert(let key, let value):
-      if let existing = self.value(forKey: key, base: base) { return (false, existing) }
+      if let existing = self.value(forKey: key, base: base) { return (false, existing, .nothing) }
       count += 1
-      changes[key] = .some(value)
-      return (true, nil)
+      let old = changes.updateValue(.some(value), forKey: key)
+      return (true, nil, .overlayChanges([:], old.map { [$0] } ?? []))
     case .remove(let key):
-      guard let previous = self.value(forKey: key, base: base) else { return (false, nil) }
+      guard let previous = self.value(forKey: key, base: base) else {
+        return (false, nil, .nothing)
+      }
       count -= 1
-      changes[key] = .some(nil)
-      return (true, previous)
+      let old = changes.updateValue(Value?.none, forKey: key)
+      return (true, previous, .overlayChanges([:], old.map { [$0] } ?? []))
     case .merge(let entries):
+      var old: [Value?] = []
       for (key, value) in entries {
         if self.value(forKey: key, base: base) == nil { count += 1 }
-        changes[key] = .some(value)
+        if let replaced = changes.updateValue(.some(value), forKey: key) { old.append(replaced) }
       }
-      return (!entries.isEmpty, nil)
+      return (!entries.isEmpty, nil, .overlayChanges([:], old))
     case .removeKeys(let keys):
       var changed = false
+      var old: [Value?] = []
       for key in keys where self.value(forKey: key, base: base) != nil {
         count -= 1
-        changes[key] = .some(nil)
+        if let replaced = changes.updateValue(Value?.none, forKey: key) { old.append(replaced) }
         changed = true
       }
-      return (changed, nil)
+      return (changed, nil, .overlayChanges([:], old))
     case .removeAll:
-      if count == 0 { return (false, nil) }
+      if count == 0 { return (false, nil, .nothing) }
       cleared = true
+      let old = changes
       changes = [:]
       count = 0
-      return (true, nil)
+      return (true, nil, .overlayChanges(old, []))
     case .overlay:
       preconditionFailure("an overlay is never recorded in another overlay")
     }

@@ -1,0 +1,103 @@
+import MemoryStore
+import Testing
+
+extension StoreContractTests {
+  /// No reader ever sees part of an `addEntries`, `removeValues` or `removeAll`.
+  @Suite("Batch atomicity") struct BatchAtomicity {
+    @Test func readersNeverSeeHalfABatchFromOneWriter() throws {
+      let store = MemoryStore<Int, Int>()
+      let workload = BatchAtomicityWorkload(writers: 1, readers: 4, generations: 302)
+      let report = try #require(workload.run(on: store), "the threads did not finish in time")
+      #expect(report.violationCount == 0, "\(report.examples)")
+      #expect(report.reads >= 4 * workload.minimumReadsPerReader)
+      // The last generation (302) ends with a plain addEntries.
+      let last = Dictionary(uniqueKeysWithValues: (0..<64).map { ($0, 302) })
+      #expect(report.finalContents == last)
+      #expect(store.count == 64)
+    }
+
+    @Test func readersNeverSeeHalfABatchFromCompetingWriters() throws {
+      let store = MemoryStore<Int, Int>()
+      let workload = BatchAtomicityWorkload(writers: 3, readers: 5, generations: 152)
+      let report = try #require(workload.run(on: store), "the threads did not finish in time")
+      #expect(report.violationCount == 0, "\(report.examples)")
+      // Every writer ends with a plain addEntries: the store holds the last one in full.
+      #expect(report.finalContents.count == 64)
+      #expect(BatchAtomicityWorkload.violation(in: report.finalContents, keyCount: 64) == nil)
+      #expect(Set(report.finalContents.values).isSubset(of: [152, 1_000_152, 2_000_152]))
+    }
+
+    @Test(arguments: TornBatchStore.TornOperation.allCases)
+    func theWorkloadCatchesAStoreThatAppliesABatchInTwoHalves(
+      _ torn: TornBatchStore.TornOperation
+    ) throws {
+      let workload = BatchAtomicityWorkload(writers: 1, readers: 3, generations: 12)
+      let report = try #require(workload.run(on: TornBatchStore(tearing: torn)))
+      #expect(report.violationCount > 0)
+    }
+
+    @Test func theObservationCheckAcceptsAllOrNothing() {
+      let all = Dictionary(uniqueKeysWithValues: (0..<4).map { ($0, 7) })
+      #expect(BatchAtomicityWorkload.violation(in: all, keyCount: 4) == nil)
+      #expect(BatchAtomicityWorkload.violation(in: [:], keyCount: 4) == nil)
+      #expect(BatchAtomicityWorkload.violation(in: [0: 7, 1: 7, 2: 7], keyCount: 4) != nil)
+      #expect(BatchAtomicityWorkload.violation(in: [0: 7, 1: 7, 2: 7, 3: 6], keyCount: 4) != nil)
+      #expect(BatchAtomicityWorkload.violation(in: [0: 7, 1: 7, 2: 7, 9: 7], keyCount: 4) != nil)
+    }
+  }
+
+  /// `allItems` and `values(forKeys:)` are snapshots of one point of the write order.
+  @Suite("Snapshot consistency") struct SnapshotConsistency {
+    @Test func snapshotsNeverMixBeforeAndAfterAWrite() throws {
+      let store = MemoryStore<Int, Int>()
+      let workload = SnapshotConsistencyWorkload(readers: 4, generations: 150)
+      let report = try #require(workload.run(on: store), "the threads did not finish in time")
+      #expect(report.violationCount == 0, "\(report.examples)")
+      #expect(report.reads >= 4 * workload.minimumReadsPerReader)
+      let last = Dictionary(uniqueKeysWithValues: (0..<64).map { ($0, 150) })
+      #expect(report.finalContents == last)
+    }
+
+    @Test func theWorkloadCatchesASnapshotTakenInTwoHalves() throws {
+      let store = TornSnapshotStore(writesBetweenHalves: 3 * 64)
+      let workload = SnapshotConsistencyWorkload(
+        readers: 2, generations: 100, minimumReadsPerReader: 5)
+      let report = try #require(workload.run(on: store))
+      #expect(report.violationCount > 0)
+    }
+
+    @Test func thePositionCheckAcceptsExactlyThePointsOfTheWriteOrder() {
+      typealias Workload = SnapshotConsistencyWorkload
+      #expect(Workload.position(of: [0: 0, 1: 0, 2: 0], keyCount: 3) == 0)
+      #expect(Workload.position(of: [0: 1, 1: 0, 2: 0], keyCount: 3) == 1)
+      #expect(Workload.position(of: [0: 1, 1: 1, 2: 0], keyCount: 3) == 2)
+      #expect(Workload.position(of: [0: 1, 1: 1, 2: 1], keyCount: 3) == 3)
+      #expect(Workload.position(of: [0: 2, 1: 1, 2: 1], keyCount: 3) == 4)
+      #expect(Workload.position(of: [0: 1, 1: 0, 2: 1], keyCount: 3) == nil)
+      #expect(Workload.position(of: [0: 0, 1: 1, 2: 1], keyCount: 3) == nil)
+      #expect(Workload.position(of: [0: 3, 1: 1, 2: 1], keyCount: 3) == nil)
+      #expect(Workload.position(of: [0: 1, 1: 1], keyCount: 3) == nil)
+    }
+
+    @Test func countMatchesAllItemsOnceTheThreadsAreDone() throws {
+      let store = MemoryStore<Int, Int>()
+      let finished: [Void]? = runOnThreads(8) { thread in
+        var random = SplitMix64(seed: UInt64(thread))
+        for step in 0..<2_000 {
+          let key = random.below(200)
+          switch random.below(4) {
+          case 0: store[key] = nil
+          case 1: store.addEntries([key: step, (key + 1) % 200: step])
+          case 2: store.removeValues(forKeys: [key, (key + 7) % 200])
+          default: store[key] = step
+          }
+        }
+      }
+      #expect(finished != nil)
+      let items = store.allItems
+      #expect(store.count == items.count)
+      #expect(store.isEmpty == items.isEmpty)
+      #expect(store.values(forKeys: 0..<200) == items)
+    }
+  }
+}
