@@ -173,6 +173,64 @@ extension MemoryStore {
     return (result.changed, result.previous)
   }
 
+  /// Sets (`newValue` non-`nil`) or removes `key`: the path every single-key write takes.
+  ///
+  /// Same protocol as ``_perform(_:)``, written out for one key so that the common case, a
+  /// pending single-key write to replay and no overlay, touches only concrete values.
+  @inlinable @inline(__always)
+  func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
+    _writeLock.lock()
+    let state = _state.load(ordering: .relaxed)
+    let hidden = (state & 1) ^ 1
+    guard state & 2 == 0, _pending.pointer.pointee.second == nil,
+      _readers.becomesFree(hidden)
+    else {
+      let result = _applyLocked(newValue.map { .set(key, $0) } ?? .remove(key))
+      _writeLock.unlock()
+      withExtendedLifetime(result.leftovers) {}
+      return (result.changed, result.previous)
+    }
+    let copy = _copies.pointer(hidden)
+    // Catch the hidden copy up with the write it has not seen yet.
+    let replayed = _pending.pointer.pointee.first
+    var caughtUpValue: Value?
+    var caughtUpEntry: (key: Key, value: Value)?
+    var caughtUpOther: _Leftovers<Key, Value>.Applied?
+    switch replayed {
+    case .set(let replayedKey, let replayedValue):
+      caughtUpValue = copy.pointee.updateValue(replayedValue, forKey: replayedKey)
+    case .remove(let replayedKey):
+      if let index = copy.pointee.index(forKey: replayedKey) {
+        caughtUpEntry = copy.pointee.remove(at: index)
+      }
+    case .some(let operation):
+      caughtUpOther = operation.apply(to: copy)
+    case nil:
+      break
+    }
+    let previous: Value?
+    var removed: (key: Key, value: Value)?
+    if let newValue {
+      previous = copy.pointee.updateValue(newValue, forKey: key)
+    } else if let index = copy.pointee.index(forKey: key) {
+      removed = copy.pointee.remove(at: index)
+      previous = removed?.value
+    } else {
+      previous = nil
+    }
+    let changed = newValue != nil || removed != nil
+    if changed {
+      _state.store(hidden, ordering: .sequentiallyConsistent)
+      _pending.pointer.pointee.first = newValue.map { .set(key, $0) } ?? .remove(key)
+    } else {
+      _pending.pointer.pointee.first = nil
+    }
+    _writeLock.unlock()
+    // Released only now: a value's deinit may use the store.
+    withExtendedLifetime((replayed, caughtUpValue, caughtUpEntry, caughtUpOther, removed)) {}
+    return (changed, previous)
+  }
+
   /// Applies `operation` (or only catches up, if it is `nil`) with the write lock held.
   ///
   /// Normally the hidden copy is brought up to date with the pending writes and the overlay,
@@ -371,7 +429,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func updateValue(_ value: Value, forKey key: Key) -> Value? {
-    _perform(.set(key, value)).previous
+    _performKeyed(key, value).previous
   }
 
   /// Removes `key` and returns the value it had. Removing an absent key changes nothing.
@@ -383,7 +441,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func removeValue(forKey key: Key) -> Value? {
-    _perform(.remove(key)).previous
+    _performKeyed(key, nil).previous
   }
 
   /// Inserts or replaces every entry of `entries` as one atomic, ordered write: no read sees
