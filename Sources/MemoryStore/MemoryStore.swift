@@ -227,7 +227,12 @@ extension MemoryStore {
     }
     _writeLock.unlock()
     // Released only now: a value's deinit may use the store.
-    withExtendedLifetime((replayed, caughtUpValue, caughtUpEntry, caughtUpOther, removed)) {}
+    // (One call per value: a tuple would be destroyed through runtime metadata.)
+    withExtendedLifetime(replayed) {}
+    withExtendedLifetime(caughtUpValue) {}
+    withExtendedLifetime(caughtUpEntry) {}
+    withExtendedLifetime(caughtUpOther) {}
+    withExtendedLifetime(removed) {}
     return (changed, previous)
   }
 
