@@ -389,8 +389,9 @@ extension MemoryStore {
   /// ```
   ///
   /// - Complexity: O(1) to take: the snapshot shares storage with the store copy-on-write.
-  ///   The store's next two writes each pay one O(*n*) copy of the copy they modify while the
-  ///   snapshot is alive; take snapshots for work that needs them, not on every read.
+  ///   While the snapshot is alive, the first write that modifies the copy it shares pays one
+  ///   O(*n*) copy of that table (the second write after the snapshot, in general); take
+  ///   snapshots for work that needs them, not on every read.
   @inlinable
   public var allItems: [Key: Value] {
     _withReadAccess { $0.dictionary }

@@ -1,0 +1,26 @@
+import MemoryStore
+import Testing
+
+/// The README's usage example, kept compiling and checked.
+@Suite struct ReadmeExample {
+  struct Quote: Sendable, Equatable { var bid: Double; var ask: Double }
+
+  @Test func theUsageExampleWorksAsTheReadmeSays() {
+    let quotes = MemoryStore<String, Quote>(name: "quotes")
+    quotes["AAPL"] = Quote(bid: 231.40, ask: 231.45)
+    let aapl = quotes["AAPL"]
+    quotes.addEntries([
+      "MSFT": Quote(bid: 415.2, ask: 415.3),
+      "NVDA": Quote(bid: 131.9, ask: 132.0),
+    ])
+    let pair = quotes.values(forKeys: ["MSFT", "NVDA"])
+    let session = quotes.value(forKey: "TSLA") { Quote(bid: 0, ask: 0) }
+    quotes["AAPL"] = nil
+    let snapshot = quotes.allItems
+
+    #expect(aapl == Quote(bid: 231.40, ask: 231.45))
+    #expect(pair.count == 2)
+    #expect(session == Quote(bid: 0, ask: 0))
+    #expect(snapshot.keys.sorted() == ["MSFT", "NVDA", "TSLA"])
+  }
+}
