@@ -158,22 +158,18 @@ func runRepetition<S: BenchmarkStore>(
         return LaneOutcome(start: start, end: monotonicNanos(), tally: tally)
       }
     }
-  case .mixed2:
+  case .mixed2, .write1:
+    let mixed = workload == .mixed2
     outcomes = runLanes(workload.laneCount) { lane, startLine in
       fixture.withLane(lane, for: S.self) { keys, ops in
         startLine.arriveAndWait()
         let start = monotonicNanos()
-        let tally = mixedLoop(store, keys, ops, count: count)
-        store.drain()
-        return LaneOutcome(start: start, end: monotonicNanos(), tally: tally)
-      }
-    }
-  case .write1:
-    outcomes = runLanes(workload.laneCount) { lane, startLine in
-      fixture.withLane(lane, for: S.self) { keys, ops in
-        startLine.arriveAndWait()
-        let start = monotonicNanos()
-        let tally = putLoop(store, keys, ops, count: count)
+        let tally: Tally
+        if mixed {
+          tally = mixedLoop(store, keys, ops, count: count)
+        } else {
+          tally = putLoop(store, keys, ops, count: count)
+        }
         store.drain()
         return LaneOutcome(start: start, end: monotonicNanos(), tally: tally)
       }

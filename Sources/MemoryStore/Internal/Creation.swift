@@ -1,13 +1,3 @@
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// One value being created by `MemoryStore.value(forKey:orInsert:)`.
 ///
 /// The creating thread holds ``lock`` from before the creation becomes visible to other
@@ -15,7 +5,8 @@
 @usableFromInline
 final class _Creation<Value> {
   @usableFromInline let lock = _Lock()
-  @usableFromInline let owner: pthread_t = pthread_self()
+  /// The creating thread's ``_ThreadSlot`` number, unique to it for the process's lifetime.
+  @usableFromInline let owner = _ThreadSlot.current
   /// The stored value, or `nil` if `makeValue` threw. Written by the creating thread while it
   /// holds ``lock``; read by waiters only while they hold it.
   @usableFromInline var outcome: Value?
@@ -24,7 +15,7 @@ final class _Creation<Value> {
 
   /// Whether the calling thread is the one creating the value.
   @usableFromInline var isOwnedByCurrentThread: Bool {
-    pthread_equal(owner, pthread_self()) != 0
+    owner == _ThreadSlot.current
   }
 
   deinit { lock.deallocate() }

@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// Each stripe holds two counters, one per copy. A reader increments the counter of the copy
 /// it is about to read in its own stripe (chosen by ``_ThreadSlot``) and decrements it when it
-/// is done; a writer modifies a copy only when that copy's counters read zero in every stripe. Counts are exact whatever thread shares a stripe: sharing only costs speed.
+/// is done; a writer modifies a copy only when that copy's counters read zero in every stripe.
+/// Counts are exact whatever threads share a stripe: sharing only costs speed.
 @usableFromInline
 struct _ReaderIndicator {
   /// Bytes between stripes: two cache lines, because Intel's adjacent-line prefetcher
@@ -100,3 +101,41 @@ struct _ReaderIndicator {
 // Safe: the pointer is immutable after init and all access to the pointed-to memory goes
 // through `Atomic` operations; the owner deallocates it once, after its last use.
 extension _ReaderIndicator: @unchecked Sendable {}
+
+/// A small per-thread number, handed out in the order threads first use any store. Numbers
+/// are never reused, so one also identifies its thread for the life of the process.
+///
+/// Readers use it to pick their own stripe of a ``_ReaderIndicator`` so that two threads
+/// reading at the same time touch different cache lines. Consecutive threads get consecutive
+/// numbers, so the first `stripeCount` threads never share a stripe. The number lives in a
+/// pthread key (one per process), which costs a couple of nanoseconds to read.
+@usableFromInline
+enum _ThreadSlot {
+  @usableFromInline
+  static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key, nil)
+    precondition(status == 0, "pthread_key_create failed with \(status)")
+    return key
+  }()
+
+  @usableFromInline
+  static let nextSlot = Atomic<Int>(0)
+
+  /// The calling thread's slot number.
+  @inlinable @inline(__always)
+  static var current: Int {
+    if let stored = pthread_getspecific(key) {
+      return Int(bitPattern: stored)
+    }
+    return assign()
+  }
+
+  @usableFromInline @inline(never)
+  static func assign() -> Int {
+    // Slots start at 1 so a stored slot is never a null pointer.
+    let slot = nextSlot.wrappingAdd(1, ordering: .relaxed).newValue
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: slot))
+    return slot
+  }
+}
