@@ -264,9 +264,7 @@ extension MemoryStore {
       return (recorded.changed, recorded.previous, leftovers)
     }
     let copy = _copies.pointer(hidden)
-    let pending = _pending.pointer.move()
-    let caughtUp1 = pending.first?.apply(to: copy)
-    let caughtUp2 = pending.second?.apply(to: copy)
+    var leftovers = _replayPendingLocked(on: copy)
     let fromOverlay = hasOverlay ? _WriteOperation.overlay(_overlay.pointer.pointee) : nil
     let caughtUp3 = fromOverlay?.apply(to: copy)
     let applied = operation?.apply(to: copy)
@@ -276,19 +274,32 @@ extension MemoryStore {
       _state.store(hidden, ordering: .sequentiallyConsistent)
       _overlay.pointer.pointee = _Overlay()
       _backlogLock.unlock()
-      _pending.pointer.initialize(to: _Pending(fromOverlay, changed ? operation : nil))
+      _pending.pointer.pointee = _Pending(fromOverlay, changed ? operation : nil)
     } else if changed {
       _state.store(hidden, ordering: .sequentiallyConsistent)
-      _pending.pointer.initialize(to: _Pending(operation))
-    } else {
-      _pending.pointer.initialize(to: _Pending())
+      _pending.pointer.pointee = _Pending(operation)
     }
     // Everything the catch-up took out of the copy, including the previous values it
     // reports, is released by the caller after unlocking.
-    let leftovers = _Leftovers(
-      pending: pending, caughtUp: (caughtUp1, caughtUp2, caughtUp3),
-      displaced: applied?.displaced)
+    leftovers.caughtUp.2 = caughtUp3
+    leftovers.displaced = applied?.displaced
     return (changed, applied?.previous, leftovers)
+  }
+
+  /// Replays the pending writes on `copy`, the hidden copy, which no reader holds, and leaves
+  /// nothing pending (write lock held).
+  ///
+  /// - Returns: What the replay took out of the copy, for the caller to release after it
+  ///   unlocks.
+  @inlinable @inline(__always)
+  func _replayPendingLocked(
+    on copy: UnsafeMutablePointer<[Key: Value]>
+  ) -> _Leftovers<Key, Value> {
+    let pending = _pending.pointer.move()
+    let caughtUp1 = pending.first?.apply(to: copy)
+    let caughtUp2 = pending.second?.apply(to: copy)
+    _pending.pointer.initialize(to: _Pending())
+    return _Leftovers(pending: pending, caughtUp: (caughtUp1, caughtUp2, nil), displaced: nil)
   }
 
   /// Records `operation` in the overlay on top of the published copy (write lock held).
@@ -320,8 +331,8 @@ struct _Leftovers<Key: Hashable, Value> {
     changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>
   )
   @usableFromInline let pending: _Pending<Key, Value>
-  @usableFromInline let caughtUp: (Applied?, Applied?, Applied?)
-  @usableFromInline let displaced: _Displaced<Key, Value>?
+  @usableFromInline var caughtUp: (Applied?, Applied?, Applied?)
+  @usableFromInline var displaced: _Displaced<Key, Value>?
 
   @inlinable
   init(
@@ -508,13 +519,7 @@ extension MemoryStore {
     let state = _state.load(ordering: .relaxed)
     let hidden = (state & 1) ^ 1
     if state & 2 == 0 && _readers.becomesFree(hidden) {
-      let copy = _copies.pointer(hidden)
-      let pending = _pending.pointer.move()
-      let caughtUp1 = pending.first?.apply(to: copy)
-      let caughtUp2 = pending.second?.apply(to: copy)
-      _pending.pointer.initialize(to: _Pending())
-      settled = _Leftovers(
-        pending: pending, caughtUp: (caughtUp1, caughtUp2, nil), displaced: nil)
+      settled = _replayPendingLocked(on: _copies.pointer(hidden))
     }
     _writeLock.unlock()
     // Released only now: a value's deinit may use the store.
