@@ -27,3 +27,10 @@ extension MemoryStore {
   /// Whether writes are currently held in the overlay. Not part of the supported API.
   public var _hasOverlay: Bool { _state.load(ordering: .sequentiallyConsistent) & 2 != 0 }
 }
+
+@_spi(Testing)
+extension MemoryStore {
+  /// The number of live subscriptions (`changes` iterations, `observe` handlers and the
+  /// notification center's poster). Not part of the supported API.
+  public var _subscriberCount: Int { _hub.count }
+}

@@ -71,12 +71,28 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _creationLock: _Lock
   /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
   @usableFromInline let _creations: _UnsafeBox<[Key: _Creation<Value>]>
+  /// The changes since the previous batch; guarded by `_writeLock`.
+  @usableFromInline let _tracker: _UnsafeBox<_ChangeTracker<Key, Value>>
+  /// Subscribers and publication state.
+  let _hub: _ChangeHub<Key, Value>
+  /// The source of time for everything that happens on an interval.
+  @usableFromInline let _scheduler: any StoreScheduler
 
   /// Creates an empty store.
   ///
-  /// - Parameter name: A name for diagnostics; it has no effect on behaviour.
-  public init(name: String? = nil) {
+  /// ```swift
+  /// let quotes = MemoryStore<String, Quote>(name: "quotes")
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - name: A name for diagnostics; it has no effect on behaviour.
+  ///   - scheduler: The source of time for interval behaviour such as change batches. The
+  ///     default uses real time; tests pass a ``ManualScheduler``.
+  public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
     self.name = name
+    _scheduler = scheduler
+    _tracker = _UnsafeBox(_ChangeTracker())
+    _hub = _ChangeHub()
     _copies = _Copies()
     _state = Atomic(0)
     _readers = _ReaderIndicator()
@@ -89,6 +105,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   }
 
   deinit {
+    // Changes recorded but not yet published still reach the subscribers; then every
+    // `changes` iteration ends.
+    _publishChanges()
+    _hub.finishAll()
+    _tracker.deallocate()
     _copies.deallocate()
     _readers.deallocate()
     _writeLock.deallocate()
@@ -166,10 +187,16 @@ extension MemoryStore {
     _ operation: _WriteOperation<Key, Value>
   ) -> (changed: Bool, previous: Value?) {
     _writeLock.lock()
+    let tracked = _tracker.pointer.pointee.isTracking ? _trackLocked(operation) : nil
     let result = _applyLocked(operation)
     _writeLock.unlock()
     // Release what the write took out of the copies only now: it may run a value's deinit.
     withExtendedLifetime(result.leftovers) {}
+    if let tracked {
+      withExtendedLifetime(tracked.displaced) {}
+      withExtendedLifetime(tracked.clearedChanges) {}
+      if let delay = tracked.schedule { _schedulePublication(after: delay) }
+    }
     return (result.changed, result.previous)
   }
 
@@ -186,8 +213,17 @@ extension MemoryStore {
       _readers.becomesFree(hidden)
     else {
       let result = _applyLocked(newValue.map { .set(key, $0) } ?? .remove(key))
+      var tracked: Value?
+      var schedule: Duration?
+      if result.changed && _tracker.pointer.pointee.isTracking {
+        tracked = _tracker.pointer.pointee.record(
+          key, newValue, wasPresent: result.previous != nil)
+        schedule = _tracker.pointer.pointee.arm()
+      }
       _writeLock.unlock()
       withExtendedLifetime(result.leftovers) {}
+      withExtendedLifetime(tracked) {}
+      if let schedule { _schedulePublication(after: schedule) }
       return (result.changed, result.previous)
     }
     let copy = _copies.pointer(hidden)
@@ -219,9 +255,15 @@ extension MemoryStore {
       previous = nil
     }
     let changed = newValue != nil || removed != nil
+    var tracked: Value?
+    var schedule: Duration?
     if changed {
       _state.store(hidden, ordering: .sequentiallyConsistent)
       _pending.pointer.pointee.first = newValue.map { .set(key, $0) } ?? .remove(key)
+      if _tracker.pointer.pointee.isTracking {
+        tracked = _tracker.pointer.pointee.record(key, newValue, wasPresent: previous != nil)
+        schedule = _tracker.pointer.pointee.arm()
+      }
     } else {
       _pending.pointer.pointee.first = nil
     }
@@ -233,6 +275,8 @@ extension MemoryStore {
     withExtendedLifetime(caughtUpEntry) {}
     withExtendedLifetime(caughtUpOther) {}
     withExtendedLifetime(removed) {}
+    withExtendedLifetime(tracked) {}
+    if let schedule { _schedulePublication(after: schedule) }
     return (changed, previous)
   }
 

@@ -1,0 +1,272 @@
+import Dispatch
+import Synchronization
+
+/// A store's subscribers and its publication state.
+///
+/// Lock order: `publication`, then the store's write lock or `sinks`, then a sink's own lock.
+/// No user code runs under any of them: handlers run on their own queues, and what a
+/// publication releases (values dropped from merged or recorded changes) is handed back to the
+/// publisher to release after `publication` is unlocked.
+final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  enum Sink: Sendable {
+    case stream(_StreamSink<Key, Value>)
+    case handler(_HandlerSink<Key, Value>)
+  }
+
+  struct Sinks {
+    var nextID = 0
+    var entries: [Int: Sink] = [:]
+  }
+
+  /// The sequence number of the last published batch; held for the whole of a publication,
+  /// so that batches reach every sink in sequence order.
+  let publication = Mutex<UInt64>(0)
+  let sinks = Mutex(Sinks())
+  /// The notification center `MemoryStore.notificationCenter` posts to, and its subscription.
+  let notificationCenter = Mutex<(center: any AnyObject & Sendable, subscription: Subscription)?>(
+    nil)
+
+  /// Registers `sink`; the returned subscription removes it.
+  func add(_ sink: Sink) -> Subscription {
+    let id = sinks.withLock { sinks in
+      sinks.nextID += 1
+      sinks.entries[sinks.nextID] = sink
+      return sinks.nextID
+    }
+    return Subscription { [weak self] in
+      let removed = self?.sinks.withLock { $0.entries.removeValue(forKey: id) }
+      switch removed {
+      case .stream(let sink): sink.cancel()
+      case .handler(let sink): sink.cancel()
+      case nil: break
+      }
+    }
+  }
+
+  /// Delivers `batch` to every sink (caller holds `publication`).
+  ///
+  /// - Returns: What the delivery displaced, for the caller to release after unlocking.
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> [ChangeBatch<Key, Value>] {
+    let current = sinks.withLock { Array($0.entries.values) }
+    var displaced: [ChangeBatch<Key, Value>] = []
+    for sink in current {
+      let old: ChangeBatch<Key, Value>? =
+        switch sink {
+        case .stream(let sink): sink.deliver(batch)
+        case .handler(let sink): sink.deliver(batch)
+        }
+      if let old { displaced.append(old) }
+    }
+    return displaced
+  }
+
+  /// The current `observe` handlers, including the notification center's poster.
+  func handlerSinks() -> [_HandlerSink<Key, Value>] {
+    sinks.withLock { sinks in
+      sinks.entries.values.compactMap { sink in
+        if case .handler(let handler) = sink { handler } else { nil }
+      }
+    }
+  }
+
+  /// The number of subscribers.
+  var count: Int { sinks.withLock { $0.entries.count } }
+
+  /// Ends every `changes` iteration once it has taken what it was delivered.
+  func finishAll() {
+    let all = sinks.withLock { sinks in
+      defer { sinks.entries = [:] }
+      return Array(sinks.entries.values)
+    }
+    for case .stream(let sink) in all { sink.finish() }
+  }
+}
+
+/// One `changes` iteration's mailbox: at most one batch waits in it; a batch delivered while
+/// another waits is merged into it, so a slow consumer costs memory bounded by the number of
+/// distinct keys changed, not by the number of batches.
+final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  private struct State {
+    var pending: ChangeBatch<Key, Value>?
+    var waiter: CheckedContinuation<ChangeBatch<Key, Value>?, Never>?
+    /// No more batches will come: the store is gone, or the iteration was cancelled.
+    var isFinished = false
+  }
+
+  private enum Step {
+    case done
+    case resume(CheckedContinuation<ChangeBatch<Key, Value>?, Never>)
+    case merge(ChangeBatch<Key, Value>)
+  }
+
+  private let state = Mutex(State())
+
+  /// Hands `batch` over (publication lock held; deliveries are serialised).
+  ///
+  /// - Returns: A batch that the delivery displaced, for the caller to release later.
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
+    var outgoing = batch
+    var displaced: ChangeBatch<Key, Value>?
+    while true {
+      let step = state.withLock { state -> Step in
+        if state.isFinished { return .done }
+        if let waiter = state.waiter {
+          state.waiter = nil
+          return .resume(waiter)
+        }
+        guard let pending = state.pending else {
+          state.pending = outgoing
+          return .done
+        }
+        state.pending = nil
+        return .merge(pending)
+      }
+      switch step {
+      case .done:
+        return displaced
+      case .resume(let waiter):
+        waiter.resume(returning: outgoing)
+        return displaced
+      case .merge(let pending):
+        // Merged outside the lock: the consumer may take the result as soon as it is back.
+        outgoing = pending.merged(with: outgoing)
+        displaced = pending
+      }
+    }
+  }
+
+  /// The next batch; `nil` once the store is gone and every delivered batch was taken, or
+  /// once the calling task is cancelled.
+  func next(
+    isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
+  ) async -> ChangeBatch<Key, Value>? {
+    let ready = state.withLock { state -> ChangeBatch<Key, Value>?? in
+      if let pending = state.pending {
+        state.pending = nil
+        return .some(pending)
+      }
+      return state.isFinished ? .some(nil) : nil
+    }
+    if let ready { return ready }
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation(isolation: actor) {
+        (continuation: CheckedContinuation<ChangeBatch<Key, Value>?, Never>) in
+        let ready = state.withLock { state -> ChangeBatch<Key, Value>?? in
+          if let pending = state.pending {
+            state.pending = nil
+            return .some(pending)
+          }
+          if state.isFinished { return .some(nil) }
+          state.waiter = continuation
+          return nil
+        }
+        if let ready { continuation.resume(returning: ready) }
+      }
+    } onCancel: {
+      onCancel()
+    }
+  }
+
+  /// Stops the iteration now; what waits is dropped.
+  func cancel() {
+    let (waiter, dropped) = state.withLock { state in
+      state.isFinished = true
+      defer {
+        state.waiter = nil
+        state.pending = nil
+      }
+      return (state.waiter, state.pending)
+    }
+    waiter?.resume(returning: nil)
+    withExtendedLifetime(dropped) {}
+  }
+
+  /// Ends the iteration after what waits has been taken.
+  func finish() {
+    let waiter = state.withLock { state in
+      state.isFinished = true
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume(returning: nil)
+  }
+}
+
+/// One `observe` handler's delivery state: batches run through `handler` one at a time, in
+/// order, on a serial queue; a batch delivered while another waits to run is merged into it.
+final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  private struct State {
+    var pending: ChangeBatch<Key, Value>?
+    var isDrainScheduled = false
+    var isCancelled = false
+  }
+
+  private enum Step {
+    case done(scheduleDrain: Bool)
+    case merge(ChangeBatch<Key, Value>)
+  }
+
+  let queue: DispatchQueue
+  private let handler: @Sendable (ChangeBatch<Key, Value>) -> Void
+  private let state = Mutex(State())
+
+  init(queue: DispatchQueue, handler: @escaping @Sendable (ChangeBatch<Key, Value>) -> Void) {
+    self.queue = queue
+    self.handler = handler
+  }
+
+  /// Hands `batch` over (publication lock held; deliveries are serialised).
+  ///
+  /// - Returns: A batch that the delivery displaced, for the caller to release later.
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
+    var outgoing = batch
+    var displaced: ChangeBatch<Key, Value>?
+    while true {
+      let step = state.withLock { state -> Step in
+        if state.isCancelled { return .done(scheduleDrain: false) }
+        guard let pending = state.pending else {
+          state.pending = outgoing
+          defer { state.isDrainScheduled = true }
+          return .done(scheduleDrain: !state.isDrainScheduled)
+        }
+        state.pending = nil
+        return .merge(pending)
+      }
+      switch step {
+      case .done(let scheduleDrain):
+        if scheduleDrain { queue.async { self.drain() } }
+        return displaced
+      case .merge(let pending):
+        outgoing = pending.merged(with: outgoing)
+        displaced = pending
+      }
+    }
+  }
+
+  private func drain() {
+    let batch = state.withLock { state -> ChangeBatch<Key, Value>? in
+      state.isDrainScheduled = false
+      defer { state.pending = nil }
+      return state.isCancelled ? nil : state.pending
+    }
+    if let batch { handler(batch) }
+  }
+
+  /// Returns once every batch delivered so far has gone through the handler.
+  func drained() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      queue.async { continuation.resume() }
+    }
+  }
+
+  /// Stops delivery: no handler call starts after this returns, except one whose batch was
+  /// already taken by the queue.
+  func cancel() {
+    let dropped = state.withLock { state in
+      state.isCancelled = true
+      defer { state.pending = nil }
+      return state.pending
+    }
+    withExtendedLifetime(dropped) {}
+  }
+}
