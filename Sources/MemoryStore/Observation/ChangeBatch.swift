@@ -66,11 +66,23 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     mirror.merge(updated) { _, new in new }
   }
 
-  /// The batch that has the same effect as `self` followed by `next`.
+  /// The batch that has the same effect as `self` followed by `next`: what a subscriber that
+  /// fell behind receives.
   ///
-  /// - Complexity: O(`next.count`) when `self` is uniquely referenced, else O(`count +
-  ///   next.count`).
-  func merged(with next: ChangeBatch) -> ChangeBatch {
+  /// ```swift
+  /// var waiting: ChangeBatch<String, Double>? = nil
+  /// for await batch in store.changes {
+  ///   waiting = waiting.map { $0.merged(with: batch) } ?? batch   // while the screen is hidden
+  /// }
+  /// ```
+  ///
+  /// - Parameter next: The batch published right after `self`:
+  ///   `next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1`.
+  /// - Complexity: O(`count + next.count`).
+  public func merged(with next: ChangeBatch) -> ChangeBatch {
+    precondition(
+      next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1,
+      "merged(with:) needs the batch that follows this one")
     var updated = self.updated
     var addedKeys = self.addedKeys
     var removed = self.removed

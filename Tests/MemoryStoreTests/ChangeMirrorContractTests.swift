@@ -1,0 +1,162 @@
+@_spi(Testing) import MemoryStore
+import Synchronization
+import Testing
+
+extension StoreContractTests {
+  /// Applying every batch in order to a mirror reproduces the store: nothing is lost,
+  /// duplicated or reordered across batches, under concurrent writes and publications.
+  @Suite("Change batches: mirror invariant") struct ChangeMirror {
+    static let threads = 8
+    static let operationsPerThread = 3_000
+    static let keySpace = 64
+
+    /// One thread's share of a random workload of every kind of write; with `parking`, the
+    /// thread now and then keeps a reader parked so that writes go through the overlay.
+    static func writeRandomly(
+      _ store: MemoryStore<Int, Int>, thread: Int, parking: Bool
+    ) {
+      var random = SplitMix64(seed: UInt64(thread) &* 0x9E37_79B9 &+ 17)
+      func step(_ index: Int) {
+        let key = random.below(keySpace)
+        let value = thread * 1_000_000 + index
+        switch random.below(100) {
+        case 0..<40: store[key] = value
+        case 40..<60: store[key] = nil
+        case 60..<70:
+          store.addEntries(Dictionary(uniqueKeysWithValues: random.distinct(4, below: keySpace).map { ($0, value) }))
+        case 70..<80: store.removeValues(forKeys: random.distinct(3, below: keySpace))
+        case 80..<90: _ = store.value(forKey: key) { value }
+        case 90..<99: _ = store.updateValue(value, forKey: key)
+        default: store.removeAll()
+        }
+      }
+      var index = 0
+      while index < operationsPerThread {
+        if parking && random.below(50) == 0 {
+          store._withReaderParked {
+            for _ in 0..<8 where index < operationsPerThread {
+              step(index)
+              index += 1
+            }
+          }
+        } else {
+          step(index)
+          index += 1
+        }
+      }
+    }
+
+    @Test(arguments: [false, true])
+    func everyBatchAppliedInOrderReproducesTheStore(parking: Bool) async throws {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<Int, Int>(scheduler: scheduler)
+      store.notificationInterval = .milliseconds(1)
+      let handled = BatchCollector<Int, Int>()
+      let subscription = store.observe { handled.append($0) }
+      // A consumer that reads nothing until the end: everything merges into one batch.
+      let idle = store.changes.makeAsyncIterator()
+      // A consumer that keeps up, as far as it can, until it sees the end marker.
+      let active = store.changes.makeAsyncIterator()
+      let reader = Task { () -> (mirror: [Int: Int], contiguous: Bool) in
+        var iterator = active
+        var mirror: [Int: Int] = [:]
+        var last: UInt64 = 0
+        var contiguous = true
+        while let batch = await iterator.next() {
+          contiguous = contiguous && batch.sequenceNumbers.lowerBound == last + 1
+          last = batch.sequenceNumbers.upperBound
+          batch.apply(to: &mirror)
+          if batch.updated[-1] != nil { break }
+        }
+        return (mirror, contiguous)
+      }
+
+      // Publications run concurrently with the writers.
+      let writersDone = Atomic(false)
+      let publisher = startThread {
+        while !writersDone.load(ordering: .acquiring) {
+          scheduler.advance(by: .milliseconds(1))
+        }
+      }
+      let finished: [Void]? = runOnThreads(Self.threads, timeout: 120) { thread in
+        Self.writeRandomly(store, thread: thread, parking: parking && thread == 0)
+      }
+      writersDone.store(true, ordering: .releasing)
+      #expect(publisher.wait(timeout: 60))
+      try #require(finished != nil)
+      await store.flush()
+      store[-1] = 1  // the end marker
+      await store.flushChanges()
+
+      let expected = store.allItems
+      var handledMirror: [Int: Int] = [:]
+      for batch in handled.batches {
+        #expect(!batch.isEmpty)
+        batch.apply(to: &handledMirror)
+      }
+      #expect(handled.isContiguous)
+      #expect(handled.batches.first?.sequenceNumbers.lowerBound == 1)
+      #expect(handled.batches.count > 10, "publications ran during the writes")
+      #expect(handledMirror == expected)
+
+      let (activeMirror, contiguous) = await reader.value
+      #expect(contiguous)
+      #expect(activeMirror == expected)
+
+      let everything = try #require(await nextBatch(idle))
+      #expect(everything.sequenceNumbers == 1...(handled.batches.last?.sequenceNumbers.upperBound ?? 0))
+      var idleMirror: [Int: Int] = [:]
+      everything.apply(to: &idleMirror)
+      #expect(idleMirror == expected)
+      #expect(everything.addedKeys == Set(everything.updated.keys), "the store started empty")
+      subscription.cancel()
+    }
+  }
+
+  /// `ChangeBatch.merged(with:)`, exhaustively on one key: for every pair of consecutive
+  /// changes, merging agrees with the net difference between the first and last state.
+  @Suite("Change batches: merging") struct ChangeMerging {
+    /// A key's state: absent, or present with a value.
+    static let states: [Int?] = [nil, 1, 2]
+
+    /// The batches a store publishes while its key "k" goes through `states`, one batch per
+    /// step (`nil` where a step changes nothing).
+    static func batches(through states: [Int?]) async -> [ChangeBatch<String, Int>?] {
+      let store = MemoryStore<String, Int>(scheduler: ManualScheduler())
+      store["k"] = states[0]
+      store.notificationInterval = .seconds(1)
+      let collector = BatchCollector<String, Int>()
+      let subscription = store.observe { collector.append($0) }
+      var result: [ChangeBatch<String, Int>?] = []
+      for state in states.dropFirst() {
+        let before = collector.batches.count
+        store["k"] = state
+        await store.flushChanges()
+        result.append(collector.batches.count > before ? collector.batches.last : nil)
+      }
+      subscription.cancel()
+      return result
+    }
+
+    @Test func mergingAgreesWithTheNetDifferenceForEveryPairOfSteps() async {
+      var merges = 0
+      for first in Self.states {
+        for second in Self.states {
+          for third in Self.states {
+            let steps = await Self.batches(through: [first, second, third])
+            guard let a = steps[0], let b = steps[1] else { continue }
+            let merged = a.merged(with: b)
+            let direct = await Self.batches(through: [first, third])[0]
+            let path = "\(String(describing: first)) → \(String(describing: second)) → \(String(describing: third))"
+            #expect(merged.updated == (direct?.updated ?? [:]), "\(path)")
+            #expect(merged.addedKeys == (direct?.addedKeys ?? []), "\(path)")
+            #expect(merged.removed == (direct?.removed ?? []), "\(path)")
+            #expect(merged.sequenceNumbers == 1...2)
+            merges += 1
+          }
+        }
+      }
+      #expect(merges == 22, "every pair of real changes was merged")
+    }
+  }
+}
