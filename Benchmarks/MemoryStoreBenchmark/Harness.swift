@@ -179,5 +179,7 @@ func measure(
   case .nscache: measure(NSCacheStore.self, workload, fixture: fixture, plan: plan)
   case .memorystore:
     measure(MemoryStoreOfQuotes.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreBatches:
+    measure(ObservedMemoryStore.self, workload, fixture: fixture, plan: plan)
   }
 }

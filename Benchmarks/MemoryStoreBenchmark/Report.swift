@@ -90,7 +90,7 @@ struct Report {
     print("|---|---|---:|")
     for workload in workloads {
       guard let ours = find(.memorystore, workload) else { continue }
-      for baseline in StoreKind.allCases where baseline != .memorystore {
+      for baseline in StoreKind.allCases where baseline.isBaseline {
         guard let theirs = find(baseline, workload) else { continue }
         let comparison = "memorystore / \(baseline.rawValue)"
         if workload == .rw {
@@ -101,6 +101,23 @@ struct Report {
           print(
             "| \(workload.rawValue) | \(comparison) | \(ratioText(ours.mops / theirs.mops)) |")
         }
+      }
+    }
+    print("")
+    guard measurements.contains(where: { $0.store == .memorystoreBatches }) else { return }
+    print("Throughput with change batches on (100 ms, one subscriber) over off; 1 is no cost.")
+    print("")
+    print("| workload | comparison | ratio |")
+    print("|---|---|---:|")
+    for workload in workloads {
+      guard let on = find(.memorystoreBatches, workload), let off = find(.memorystore, workload)
+      else { continue }
+      let comparison = "memorystore-batches / memorystore"
+      if workload == .rw {
+        print("| rw writer | \(comparison) | \(fixed(on.mops / off.mops, 2)) |")
+        print("| rw reader | \(comparison) | \(fixed(on.readerMops / off.readerMops, 2)) |")
+      } else {
+        print("| \(workload.rawValue) | \(comparison) | \(fixed(on.mops / off.mops, 2)) |")
       }
     }
     print("")
@@ -162,7 +179,7 @@ struct Report {
         name: "write1 (incl. flush): memorystore not slower than nslock"))
 
     // mixed2 and rw
-    let baselines = StoreKind.allCases.filter { $0 != .memorystore && $0.isThreadSafe }
+    let baselines = StoreKind.allCases.filter { $0.isBaseline && $0.isThreadSafe }
     for baseline in baselines {
       targets.append(
         speedup(
@@ -179,19 +196,33 @@ struct Report {
           .rw, over: baseline, atLeast: 1, reader: true,
           name: "rw reader: memorystore faster than \(baseline.rawValue)"))
     }
+
+    // Change batches
+    targets.append(
+      speedup(
+        .write1, of: .memorystoreBatches, over: .memorystore, atLeast: 0.7,
+        name: "write1 (incl. flush) with batches on >= 0.7x batches off"))
+    targets.append(
+      speedup(
+        .mixed2, of: .memorystoreBatches, over: .memorystore, atLeast: 0.7,
+        name: "mixed2 with batches on >= 0.7x batches off"))
+    targets.append(
+      speedup(
+        .read1, of: .memorystoreBatches, over: .memorystore, atLeast: 0.9,
+        name: "read1 with batches on unchanged (>= 0.9x batches off)"))
     return targets
   }
 
   /// memorystore's throughput on `workload` is at least `factor` x `baseline`'s (strictly
   /// more when `orEqual` is false and `factor` is 1).
   private func speedup(
-    _ workload: Workload, over baseline: StoreKind, atLeast factor: Double,
-    orEqual: Bool = false, reader: Bool = false, name: String
+    _ workload: Workload, of store: StoreKind = .memorystore, over baseline: StoreKind,
+    atLeast factor: Double, orEqual: Bool = false, reader: Bool = false, name: String
   ) -> Target {
-    guard let ours = find(.memorystore, workload), let theirs = find(baseline, workload) else {
+    guard let ours = find(store, workload), let theirs = find(baseline, workload) else {
       return Target(
         name: name, met: nil,
-        detail: "not measured (needs \(workload.rawValue) on memorystore and "
+        detail: "not measured (needs \(workload.rawValue) on \(store.rawValue) and "
           + "\(baseline.rawValue))")
     }
     let ourRate = reader ? ours.readerMops : ours.mops
@@ -200,7 +231,7 @@ struct Report {
     let met = factor == 1 && !orEqual ? ratio > 1 : ratio >= factor
     return Target(
       name: name, met: met,
-      detail: "memorystore \(mops(ourRate)), \(baseline.rawValue) \(mops(theirRate)): "
+      detail: "\(store.rawValue) \(mops(ourRate)), \(baseline.rawValue) \(mops(theirRate)): "
         + "\(fixed(ratio, 2))x" + (factor == 1 ? "" : " (needs \(fixed(factor, 2))x)"))
   }
 

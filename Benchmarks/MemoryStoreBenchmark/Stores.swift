@@ -3,6 +3,7 @@
 import Dispatch
 import Foundation
 import MemoryStore
+import Synchronization
 
 /// The value stored under every key.
 struct Quote: Sendable, Equatable {
@@ -30,9 +31,13 @@ enum StoreKind: String, CaseIterable, Sendable {
   case nslock
   case nscache
   case memorystore
+  case memorystoreBatches = "memorystore-batches"
 
   /// Whether the store may be used from several threads (`dictionary` may not).
   var isThreadSafe: Bool { self != .dictionary }
+
+  /// Whether the store is a baseline rather than MemoryStore in one of its configurations.
+  var isBaseline: Bool { self != .memorystore && self != .memorystoreBatches }
 
   var summary: String {
     switch self {
@@ -42,6 +47,8 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .nslock: "NSLock around a Dictionary"
     case .nscache: "Foundation NSCache<KeyBox, ValueBox>, keys boxed once per lane"
     case .memorystore: "MemoryStore<String, Quote>, called as a client module would"
+    case .memorystoreBatches:
+      "the same with change batches on: 100 ms interval, one observe subscriber"
     }
   }
 }
@@ -268,3 +275,38 @@ extension MemoryStore: BenchmarkStore where Key == String, Value == Quote {
 
 /// The store under test, as the benchmark instantiates it.
 typealias MemoryStoreOfQuotes = MemoryStore<String, Quote>
+
+// MARK: - (f) memorystore with change batches on
+
+/// MemoryStore with change batches on: a 100 ms interval and one `observe` subscriber that
+/// reads every batch. The entries are added before batches are turned on.
+final class ObservedMemoryStore: BenchmarkStore {
+  static var kind: StoreKind { .memorystoreBatches }
+  static func makeKey(_ string: String) -> String { string }
+
+  let store: MemoryStore<String, Quote>
+  let subscription: Subscription
+  /// The number of keys the subscriber was told about.
+  let reported = ReportedKeys()
+
+  final class ReportedKeys: Sendable {
+    let count = Atomic(0)
+  }
+
+  init(prepopulated entries: [String: Quote]) {
+    store = MemoryStore(name: "benchmark-batches")
+    store.addEntries(entries)
+    store.notificationInterval = .milliseconds(100)
+    subscription = store.observe { [reported] batch in
+      reported.count.wrappingAdd(batch.count, ordering: .relaxed)
+    }
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { store[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { store[key] = value }
+
+  func drain() { store.drain() }
+}

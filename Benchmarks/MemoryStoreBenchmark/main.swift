@@ -5,7 +5,7 @@
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
-//         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore]
+//         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
 //
 // Each store x workload is calibrated (warm-up, then an op count so that one repetition takes
 // about 0.25 s), repeated (5 times by default) on a fresh pre-populated store each time, and

@@ -42,10 +42,23 @@ import Synchronization
 /// `Key`'s `Hashable` conformance runs inside the store's critical sections, as it does inside
 /// a `Dictionary`; it must not access the store.
 ///
+/// ## Observing changes
+///
+/// With a ``notificationInterval`` above zero, the store publishes what changed as one
+/// ``ChangeBatch`` per interval, at most, to ``changes`` iterations, ``observe(on:_:)``
+/// handlers and, if set, a ``notificationCenter``:
+///
+/// ```swift
+/// quotes.notificationInterval = .milliseconds(250)
+/// for await batch in quotes.changes { print(batch.updated, batch.removed) }
+/// ```
+///
 /// ## Lifetime
 ///
-/// Writes are applied before their call returns, so nothing is ever pending: when the last
-/// reference to a store goes away, the store is freed at once and nothing is lost or dropped.
+/// Writes are applied before their call returns, so no write is ever pending: when the last
+/// reference to a store goes away, the store is freed at once and nothing is lost. Changes
+/// recorded for a batch that was not published yet are delivered to the subscribers then.
+/// Subscriptions and timers refer to the store weakly and never keep it alive.
 public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// The name given at creation, for diagnostics. Immutable; safe to read from any thread.
   public let name: String?
