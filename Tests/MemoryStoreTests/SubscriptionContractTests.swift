@@ -61,7 +61,7 @@ extension StoreContractTests {
     @Test func cancellingTheIteratingTaskEndsTheIterationAndUnsubscribes() async {
       let observed = Observed()
       let changes = observed.store.changes
-      let started = Mutex(false)
+      let started = Locked(false)
       let task = Task {
         var iterator = changes.makeAsyncIterator()
         started.withLock { $0 = true }

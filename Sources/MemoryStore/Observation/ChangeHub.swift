@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A store's subscribers and its publication state.
 ///
@@ -20,10 +19,10 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   /// The sequence number of the last published batch; held for the whole of a publication,
   /// so that batches reach every sink in sequence order.
-  let publication = Mutex<UInt64>(0)
-  let sinks = Mutex(Sinks())
+  let publication = _Protected<UInt64>(0)
+  let sinks = _Protected(Sinks())
   /// The notification center `MemoryStore.notificationCenter` posts to, and its subscription.
-  let notificationCenter = Mutex<(center: any AnyObject & Sendable, subscription: Subscription)?>(
+  let notificationCenter = _Protected<(center: any AnyObject & Sendable, subscription: Subscription)?>(
     nil)
 
   /// Registers `sink`; the returned subscription removes it.
@@ -99,7 +98,7 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     case merge(ChangeBatch<Key, Value>)
   }
 
-  private let state = Mutex(State())
+  private let state = _Protected(State())
 
   /// Hands `batch` over (publication lock held; deliveries are serialised).
   ///
@@ -208,7 +207,7 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   let queue: DispatchQueue
   private let handler: @Sendable (ChangeBatch<Key, Value>) -> Void
-  private let state = Mutex(State())
+  private let state = _Protected(State())
 
   init(queue: DispatchQueue, handler: @escaping @Sendable (ChangeBatch<Key, Value>) -> Void) {
     self.queue = queue

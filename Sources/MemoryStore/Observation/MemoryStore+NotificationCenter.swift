@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 extension MemoryStore {
   /// Posted for every change batch when ``notificationCenter`` is set; `object` is the store.

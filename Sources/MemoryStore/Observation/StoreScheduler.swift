@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// The source of time for a store: when it is now, and running work later.
 ///
@@ -76,11 +75,11 @@ public final class ManualScheduler: StoreScheduler {
     var scheduled: UInt64 = 0
   }
 
-  private let state: Mutex<State>
+  private let state: _Protected<State>
 
   /// Creates a scheduler whose clock starts at `start`.
   public init(start: ContinuousClock.Instant = .now) {
-    state = Mutex(State(now: start))
+    state = _Protected(State(now: start))
   }
 
   public var now: ContinuousClock.Instant {

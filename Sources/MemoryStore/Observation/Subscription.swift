@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A token that keeps a subscription to a store's changes alive.
 ///
@@ -13,10 +12,10 @@ import Synchronization
 ///
 /// Thread-safe: it may be cancelled from any thread, any number of times.
 public final class Subscription: Sendable, Hashable {
-  private let onCancel: Mutex<(@Sendable () -> Void)?>
+  private let onCancel: _Protected<(@Sendable () -> Void)?>
 
   init(onCancel: @escaping @Sendable () -> Void) {
-    self.onCancel = Mutex(onCancel)
+    self.onCancel = _Protected(onCancel)
   }
 
   /// Stops delivery. Idempotent.

@@ -4,7 +4,7 @@ import Testing
 
 /// Every batch an `observe` handler received, in order.
 final class BatchCollector<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-  private let received = Mutex<[ChangeBatch<Key, Value>]>([])
+  private let received = Locked<[ChangeBatch<Key, Value>]>([])
 
   func append(_ batch: ChangeBatch<Key, Value>) {
     received.withLock { $0.append(batch) }
