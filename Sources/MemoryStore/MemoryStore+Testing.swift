@@ -34,3 +34,21 @@ extension MemoryStore {
   /// notification center's poster). Not part of the supported API.
   public var _subscriberCount: Int { _hub.count }
 }
+
+@_spi(Testing)
+extension MemoryStore {
+  /// The number of changes logged by writers and not yet coalesced. Not part of the
+  /// supported API.
+  public var _loggedChangeCount: Int {
+    _writeLock.withLock {
+      _tracker.pointer.pointee.segments.reduce(_tracker.pointer.pointee.log.count) {
+        $0 + $1.count
+      }
+    }
+  }
+
+  /// The most changes the log holds before a writer coalesces them itself.
+  public static var _loggedChangeBound: Int {
+    _ChangeTracker<Key, Value>.segmentCapacity * (_ChangeTracker<Key, Value>.maximumSegments + 1)
+  }
+}

@@ -84,8 +84,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _creationLock: _Lock
   /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
   @usableFromInline let _creations: _UnsafeBox<[Key: _Creation<Value>]>
-  /// The changes since the previous batch; guarded by `_writeLock`.
+  /// The changes since the previous batch, as logged by writers; guarded by `_writeLock`.
   @usableFromInline let _tracker: _UnsafeBox<_ChangeTracker<Key, Value>>
+  /// The same changes, coalesced per key; lock order: `_accumulator`, then `_writeLock`.
+  @usableFromInline let _accumulator: _Protected<_ChangeAccumulator<Key, Value>>
   /// Subscribers and publication state.
   let _hub: _ChangeHub<Key, Value>
   /// The source of time for everything that happens on an interval.
@@ -105,6 +107,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     self.name = name
     _scheduler = scheduler
     _tracker = _UnsafeBox(_ChangeTracker())
+    _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
     _copies = _Copies()
     _state = Atomic(0)
@@ -200,16 +203,12 @@ extension MemoryStore {
     _ operation: _WriteOperation<Key, Value>
   ) -> (changed: Bool, previous: Value?) {
     _writeLock.lock()
-    let tracked = _tracker.pointer.pointee.isTracking ? _trackLocked(operation) : nil
+    let followUp = _tracker.pointer.pointee.isTracking ? _trackLocked(operation) : nil
     let result = _applyLocked(operation)
     _writeLock.unlock()
     // Release what the write took out of the copies only now: it may run a value's deinit.
     withExtendedLifetime(result.leftovers) {}
-    if let tracked {
-      withExtendedLifetime(tracked.displaced) {}
-      withExtendedLifetime(tracked.clearedChanges) {}
-      if let delay = tracked.schedule { _schedulePublication(after: delay) }
-    }
+    if let followUp { _followUp(followUp) }
     return (result.changed, result.previous)
   }
 
@@ -226,17 +225,14 @@ extension MemoryStore {
       _readers.becomesFree(hidden)
     else {
       let result = _applyLocked(newValue.map { .set(key, $0) } ?? .remove(key))
-      var tracked: Value?
-      var schedule: Duration?
+      var followUp: _TrackingFollowUp?
       if result.changed && _tracker.pointer.pointee.isTracking {
-        tracked = _tracker.pointer.pointee.record(
+        followUp = _tracker.pointer.pointee.record(
           key, newValue, wasPresent: result.previous != nil)
-        schedule = _tracker.pointer.pointee.arm()
       }
       _writeLock.unlock()
       withExtendedLifetime(result.leftovers) {}
-      withExtendedLifetime(tracked) {}
-      if let schedule { _schedulePublication(after: schedule) }
+      if let followUp { _followUp(followUp) }
       return (result.changed, result.previous)
     }
     let copy = _copies.pointer(hidden)
@@ -268,14 +264,12 @@ extension MemoryStore {
       previous = nil
     }
     let changed = newValue != nil || removed != nil
-    var tracked: Value?
-    var schedule: Duration?
+    var followUp: _TrackingFollowUp?
     if changed {
       _state.store(hidden, ordering: .sequentiallyConsistent)
       _pending.pointer.pointee.first = newValue.map { .set(key, $0) } ?? .remove(key)
       if _tracker.pointer.pointee.isTracking {
-        tracked = _tracker.pointer.pointee.record(key, newValue, wasPresent: previous != nil)
-        schedule = _tracker.pointer.pointee.arm()
+        followUp = _tracker.pointer.pointee.record(key, newValue, wasPresent: previous != nil)
       }
     } else {
       _pending.pointer.pointee.first = nil
@@ -288,8 +282,7 @@ extension MemoryStore {
     withExtendedLifetime(caughtUpEntry) {}
     withExtendedLifetime(caughtUpOther) {}
     withExtendedLifetime(removed) {}
-    withExtendedLifetime(tracked) {}
-    if let schedule { _schedulePublication(after: schedule) }
+    if let followUp { _followUp(followUp) }
     return (changed, previous)
   }
 

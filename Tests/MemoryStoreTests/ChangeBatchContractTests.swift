@@ -144,9 +144,14 @@ extension StoreContractTests {
     @Test func aBurstOfWritesToFewKeysMakesOneBatchOfAtMostThatManyKeys() async throws {
       let observed = Observed()
       let keys = (0..<1_000).map { "key\($0)" }
+      var largestLog = 0
       for write in 0..<1_000_000 {
         observed.store[keys[write % 1_000]] = write
+        if write % 5_000 == 0 { largestLog = max(largestLog, observed.store._loggedChangeCount) }
       }
+      // Pending memory stays bounded: the log is coalesced as it grows.
+      #expect(largestLog <= MemoryStore<String, Int>._loggedChangeBound)
+      #expect(largestLog > 0)
       observed.scheduler.advance(by: Observed.interval)
       let batch = try await observed.onlyBatch()
       #expect(batch.updated.count == 1_000)

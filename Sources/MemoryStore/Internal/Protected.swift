@@ -2,10 +2,12 @@
 ///
 /// Used for the store's bookkeeping off the hot paths (subscribers, schedulers, tokens) in
 /// place of `Synchronization.Mutex`, for the reasons given on ``_Lock``.
+@usableFromInline
 final class _Protected<State> {
-  private let lock = _Lock()
-  private var state: State
+  @usableFromInline let lock = _Lock()
+  @usableFromInline var state: State
 
+  @usableFromInline
   init(_ initialState: State) {
     state = initialState
   }
@@ -15,6 +17,7 @@ final class _Protected<State> {
   }
 
   /// Runs `body` with exclusive access to the state. `body` must not call user code.
+  @inlinable
   func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
     lock.lock()
     defer { lock.unlock() }

@@ -15,21 +15,122 @@ struct _KeyChange<Value> {
   }
 }
 
-/// The changes made since the previous batch, recorded by writers in write order.
+/// One change as a writer logs it, in write order.
+@usableFromInline
+enum _LoggedChange<Key: Hashable, Value> {
+  /// `key` now has the value (`nil`: absent); the flag says whether it was present just
+  /// before this write.
+  case key(Key, Value?, wasPresent: Bool, ChangeReason)
+  /// `removeAll()`; the dictionary is the store's contents just before it.
+  case clear([Key: Value], ChangeReason)
+}
+
+/// What a writer must do after it unlocks, because of what it logged.
+@usableFromInline
+struct _TrackingFollowUp {
+  /// Schedule a publication after this delay.
+  @usableFromInline var publishAfter: Duration?
+  /// Start a background coalescing pass.
+  @usableFromInline var coalesceInBackground = false
+  /// Coalesce now, on the writing thread: the log is at its bound.
+  @usableFromInline var coalesceNow = false
+
+  @usableFromInline init() {}
+}
+
+/// The changes made since the previous batch, as writers log them: guarded by the store's
+/// write lock.
 ///
-/// Guarded by the store's write lock. It holds one entry per distinct key touched, so its
-/// memory is bounded by the number of distinct keys, whatever the number of writes. A
-/// `removeAll()` is recorded in O(1): it keeps the store's contents at that instant (shared
-/// copy-on-write with the table it discards) and the entries recorded before it, and the
-/// publisher resolves them outside the lock.
+/// Logging a change is an append, with no hashing and nothing released, so it costs a
+/// writer almost nothing. Full segments of the log are coalesced into a
+/// ``_ChangeAccumulator`` outside the write lock, by a background pass or by the publisher;
+/// a writer that finds ``maximumSegments`` waiting coalesces them itself, so the log never
+/// holds more than about `segmentCapacity * maximumSegments` changes.
 @usableFromInline
 struct _ChangeTracker<Key: Hashable, Value> {
+  @usableFromInline static var segmentCapacity: Int { 4_096 }
+  @usableFromInline static var maximumSegments: Int { 16 }
+
   /// Whether writes are recorded: the notification interval is above zero.
   @usableFromInline var isTracking = false
   /// The notification interval.
   @usableFromInline var interval: Duration = .zero
   /// Whether a publication is scheduled.
   @usableFromInline var isArmed = false
+  /// Whether a background coalescing pass is scheduled.
+  @usableFromInline var isCoalescing = false
+  /// The segment being filled.
+  @usableFromInline var log: [_LoggedChange<Key, Value>] = []
+  /// Full segments, oldest first.
+  @usableFromInline var segments: [[_LoggedChange<Key, Value>]] = []
+
+  @usableFromInline init() {}
+
+  /// Logs that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was present
+  /// just before this write.
+  ///
+  /// - Returns: What to do after unlocking, or `nil` for nothing (the common case).
+  @inlinable @inline(__always)
+  mutating func record(
+    _ key: Key, _ value: Value?, wasPresent: Bool, reason: ChangeReason = .write
+  ) -> _TrackingFollowUp? {
+    log.append(.key(key, value, wasPresent: wasPresent, reason))
+    if isArmed && log.count < Self.segmentCapacity { return nil }
+    return followUp()
+  }
+
+  /// Logs `removeAll()`; `contents` are the store's entries just before it.
+  @inlinable
+  mutating func recordClear(
+    contents: [Key: Value], reason: ChangeReason = .write
+  ) -> _TrackingFollowUp? {
+    log.append(.clear(contents, reason))
+    if isArmed && log.count < Self.segmentCapacity { return nil }
+    return followUp()
+  }
+
+  /// Arms the publication and seals a full segment, as needed.
+  @usableFromInline
+  mutating func followUp() -> _TrackingFollowUp {
+    var followUp = _TrackingFollowUp()
+    if !isArmed {
+      isArmed = true
+      followUp.publishAfter = interval
+    }
+    if log.count >= Self.segmentCapacity {
+      segments.append(log)
+      log = []
+      log.reserveCapacity(Self.segmentCapacity)
+      if segments.count >= Self.maximumSegments {
+        followUp.coalesceNow = true
+      } else if !isCoalescing {
+        isCoalescing = true
+        followUp.coalesceInBackground = true
+      }
+    }
+    return followUp
+  }
+
+  /// Takes the logged changes, oldest first: every full segment, and the current one too if
+  /// `includingCurrent`.
+  @inlinable
+  mutating func takeLogged(includingCurrent: Bool) -> [[_LoggedChange<Key, Value>]] {
+    var taken = segments
+    segments = []
+    if includingCurrent && !log.isEmpty {
+      taken.append(log)
+      log = []
+    }
+    return taken
+  }
+}
+
+/// The net change per key since the previous batch, coalesced from the log in write order;
+/// guarded by its own lock, never by the write lock. One entry per distinct key changed.
+///
+/// Inlinable, like the write path, so that coalescing runs specialised for the client's types.
+@usableFromInline
+struct _ChangeAccumulator<Key: Hashable, Value> {
   /// The keys touched since the previous batch, or since the last `removeAll()` if `cleared`.
   @usableFromInline var changes: [Key: _KeyChange<Value>] = [:]
   /// Set by the first `removeAll()` since the previous batch.
@@ -37,18 +138,33 @@ struct _ChangeTracker<Key: Hashable, Value> {
 
   @usableFromInline init() {}
 
-  /// Records that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was
-  /// present just before this write.
+  /// Applies one logged change.
   ///
-  /// - Returns: The value the entry held before, for the caller to release after unlocking.
+  /// - Returns: What the accumulator let go of, appended to `displaced` for the caller to
+  ///   release after unlocking.
   @inlinable
-  mutating func record(
-    _ key: Key, _ value: Value?, wasPresent: Bool, reason: ChangeReason = .write
-  ) -> Value? {
-    let base = cleared?.wasPresent(key) ?? wasPresent
-    return Self.update(
-      &changes[key, default: _KeyChange(wasPresent: base, current: nil, reason: reason)],
-      to: value, reason: reason)
+  mutating func apply(_ logged: _LoggedChange<Key, Value>, displaced: inout [Value]) {
+    switch logged {
+    case .key(let key, let value, let wasPresent, let reason):
+      let base = cleared?.wasPresent(key) ?? wasPresent
+      if let old = Self.update(
+        &changes[key, default: _KeyChange(wasPresent: base, current: nil, reason: reason)],
+        to: value, reason: reason)
+      {
+        displaced.append(old)
+      }
+    case .clear(let contents, let reason):
+      if cleared == nil {
+        cleared = _Cleared(contents: contents, before: changes, reason: reason)
+      } else {
+        // A second clear: every key touched since the first is absent again, and whether it
+        // was present at the previous batch is known from the first clear.
+        for change in changes.values {
+          if let value = change.current { displaced.append(value) }
+        }
+      }
+      changes = [:]
+    }
   }
 
   /// Sets `entry`'s current value and reason in place; returns the value it held.
@@ -61,47 +177,11 @@ struct _ChangeTracker<Key: Hashable, Value> {
     entry.reason = reason
     return old
   }
-
-  /// Whether `key` is present in the store now, if the tracker knows; `nil` if the key has
-  /// not been touched since the previous batch (the store's contents tell).
-  @inlinable
-  func isPresent(_ key: Key) -> Bool? {
-    if let change = changes[key] { return change.current != nil }
-    return cleared == nil ? nil : false
-  }
-
-  /// Records `removeAll()`; `contents` are the store's entries just before it.
-  ///
-  /// - Returns: What the tracker no longer needs, for the caller to release after unlocking.
-  @inlinable
-  mutating func recordClear(
-    contents: [Key: Value], reason: ChangeReason = .write
-  ) -> [Key: _KeyChange<Value>] {
-    let displaced = changes
-    if cleared == nil {
-      cleared = _Cleared(contents: contents, before: changes, reason: reason)
-      changes = [:]
-      return [:]
-    }
-    // A second clear: every key touched since the first is absent again, and whether it was
-    // present at the previous batch is already known from the first clear.
-    changes = [:]
-    return displaced
-  }
-
-  /// Arms the publication timer if it is not armed.
-  ///
-  /// - Returns: The delay to schedule the publication after, or `nil` if it was armed already.
-  @inlinable
-  mutating func arm() -> Duration? {
-    if isArmed { return nil }
-    isArmed = true
-    return interval
-  }
 }
 
-extension _ChangeTracker where Key: Sendable, Value: Sendable {
-  /// Takes the changes recorded so far, leaving none.
+extension _ChangeAccumulator where Key: Sendable, Value: Sendable {
+  /// Takes the changes accumulated so far, leaving none.
+  @inlinable
   mutating func take() -> _RecordedChanges<Key, Value> {
     let taken = _RecordedChanges(changes: changes, cleared: cleared)
     changes = [:]
@@ -135,9 +215,16 @@ struct _Cleared<Key: Hashable, Value> {
 }
 
 /// Changes taken from the tracker, resolved into a batch outside every lock.
+@usableFromInline
 struct _RecordedChanges<Key: Hashable & Sendable, Value: Sendable> {
   let changes: [Key: _KeyChange<Value>]
   let cleared: _Cleared<Key, Value>?
+
+  @usableFromInline
+  init(changes: [Key: _KeyChange<Value>], cleared: _Cleared<Key, Value>?) {
+    self.changes = changes
+    self.cleared = cleared
+  }
 
   var isEmpty: Bool { changes.isEmpty && cleared == nil }
 
@@ -181,4 +268,6 @@ struct _RecordedChanges<Key: Hashable & Sendable, Value: Sendable> {
 
 extension _KeyChange: Sendable where Value: Sendable {}
 extension _Cleared: Sendable where Key: Sendable, Value: Sendable {}
+extension _LoggedChange: Sendable where Key: Sendable, Value: Sendable {}
 extension _ChangeTracker: Sendable where Key: Sendable, Value: Sendable {}
+extension _ChangeAccumulator: Sendable where Key: Sendable, Value: Sendable {}
