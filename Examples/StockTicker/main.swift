@@ -45,6 +45,17 @@ let quotes = MemoryStore<String, Quote>(name: "quotes")
 quotes.addEntries(
   Dictionary(uniqueKeysWithValues: symbols.map { ($0, Quote(bid: 100, ask: 100.05, volume: 0)) }))
 
+// Subscribers get what changed as one batch per 250 ms, however many writes there were.
+quotes.notificationInterval = .milliseconds(250)
+let batches = Atomic<Int>(0)
+let reportedSymbols = Atomic<Int>(0)
+let lastBatchSize = Atomic<Int>(0)
+let subscription = quotes.observe { batch in
+  batches.wrappingAdd(1, ordering: .relaxed)
+  reportedSymbols.wrappingAdd(batch.count, ordering: .relaxed)
+  lastBatchSize.store(batch.count, ordering: .relaxed)
+}
+
 let writes = Atomic<Int>(0)
 let reads = Atomic<Int>(0)
 let running = Atomic<Bool>(true)
@@ -117,10 +128,18 @@ for second in 1...options.seconds {
   let sample = ["AAPL", "S0", "S1", "S2"].compactMap { symbol in
     quotes[symbol].map { "\(symbol) \(String(format: "%.2f", $0.bid))" }
   }
-  print("  \(second) s  \(quotes.count) quotes  \(sample.joined(separator: "  "))")
+  print(
+    "  \(second) s  \(quotes.count) quotes  \(sample.joined(separator: "  "))  "
+      + "batches \(batches.load(ordering: .relaxed)), last \(lastBatchSize.load(ordering: .relaxed)) symbols")
 }
 running.store(false, ordering: .relaxed)
 finished.wait()
+let flushed = DispatchSemaphore(value: 0)
+Task.detached {  // detached: the main thread, which the main actor needs, is waiting below
+  await quotes.flushChanges()  // the last batch, before the summary
+  flushed.signal()
+}
+flushed.wait()
 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
 
 let snapshot = quotes.allItems
@@ -131,7 +150,9 @@ print(
     reads:   \(reads.load(ordering: .relaxed)) (\(rate(reads.load(ordering: .relaxed))) per second)
     writes:  \(writes.load(ordering: .relaxed)) (\(rate(writes.load(ordering: .relaxed))) per second)
     symbols: \(snapshot.count), total volume \(totalVolume)
+    batches: \(batches.load(ordering: .relaxed)), reporting \(reportedSymbols.load(ordering: .relaxed)) symbol changes in all
   """)
+subscription.cancel()
 
 func rate(_ count: Int) -> String {
   String(format: "%.2f M", Double(count) / elapsed / 1e6)

@@ -5,7 +5,7 @@ import Testing
 @Suite struct ReadmeExample {
   struct Quote: Sendable, Equatable { var bid: Double; var ask: Double }
 
-  @Test func theUsageExampleWorksAsTheReadmeSays() {
+  @Test func theUsageExampleWorksAsTheReadmeSays() async {
     let quotes = MemoryStore<String, Quote>(name: "quotes")
     quotes["AAPL"] = Quote(bid: 231.40, ask: 231.45)
     let aapl = quotes["AAPL"]
@@ -17,6 +17,17 @@ import Testing
     let session = quotes.value(forKey: "TSLA") { Quote(bid: 0, ask: 0) }
     quotes["AAPL"] = nil
     let snapshot = quotes.allItems
+
+    quotes.notificationInterval = .milliseconds(250)
+    let printed = Locked<[String]>([])
+    let subscription = quotes.observe { batch in
+      printed.withLock { $0.append("\(batch.updated.count) updated, \(batch.removed.count) removed") }
+    }
+    quotes["AAPL"] = Quote(bid: 231.50, ask: 231.55)
+    quotes["TSLA"] = nil
+    await quotes.flushChanges()
+    #expect(printed.value == ["1 updated, 1 removed"])
+    subscription.cancel()
 
     #expect(aapl == Quote(bid: 231.40, ask: 231.45))
     #expect(pair.count == 2)
