@@ -19,7 +19,7 @@ extension MemoryStore {
   ///
   /// Thread-safe. While batches are on, each write appends its change to a log under the write
   /// lock; the log is coalesced per key off the write path, so a write costs little more and
-  /// reads nothing (see the benchmark in <doc:ThreadSafety>).
+  /// reads nothing (see <doc:ObservingChanges> for the measurements).
   public var notificationInterval: Duration {
     get {
       _writeLock.withLock { _tracker.pointer.pointee.interval }
