@@ -225,11 +225,8 @@ extension MemoryStore {
       _readers.becomesFree(hidden)
     else {
       let result = _applyLocked(newValue.map { .set(key, $0) } ?? .remove(key))
-      var followUp: _TrackingFollowUp?
-      if result.changed && _tracker.pointer.pointee.isTracking {
-        followUp = _tracker.pointer.pointee.record(
-          key, newValue, wasPresent: result.previous != nil)
-      }
+      let followUp =
+        result.changed ? _logKeyedLocked(key, newValue, wasPresent: result.previous != nil) : nil
       _writeLock.unlock()
       withExtendedLifetime(result.leftovers) {}
       if let followUp { _followUp(followUp) }
@@ -268,9 +265,7 @@ extension MemoryStore {
     if changed {
       _state.store(hidden, ordering: .sequentiallyConsistent)
       _pending.pointer.pointee.first = newValue.map { .set(key, $0) } ?? .remove(key)
-      if _tracker.pointer.pointee.isTracking {
-        followUp = _tracker.pointer.pointee.record(key, newValue, wasPresent: previous != nil)
-      }
+      followUp = _logKeyedLocked(key, newValue, wasPresent: previous != nil)
     } else {
       _pending.pointer.pointee.first = nil
     }

@@ -51,8 +51,6 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline static var segmentCapacity: Int { 4_096 }
   @usableFromInline static var maximumSegments: Int { 16 }
 
-  /// Whether writes are recorded: the notification interval is above zero.
-  @usableFromInline var isTracking = false
   /// The notification interval.
   @usableFromInline var interval: Duration = .zero
   /// Whether a publication is scheduled.
@@ -66,6 +64,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
 
   @usableFromInline init() {}
 
+  /// Whether writes are logged: the notification interval is above zero.
+  @inlinable
+  var isTracking: Bool { interval > .zero }
+
   /// Logs that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was present
   /// just before this write.
   ///
@@ -75,16 +77,14 @@ struct _ChangeTracker<Key: Hashable, Value> {
     _ key: Key, _ value: Value?, wasPresent: Bool, reason: ChangeReason = .write
   ) -> _TrackingFollowUp? {
     log.append(.key(key, value, wasPresent: wasPresent, reason))
-    if isArmed && log.count < Self.segmentCapacity { return nil }
-    return followUp()
+    return followUpIfNeeded()
   }
 
-  /// Logs `removeAll()`; `contents` are the store's entries just before it.
-  @inlinable
-  mutating func recordClear(
-    contents: [Key: Value], reason: ChangeReason = .write
-  ) -> _TrackingFollowUp? {
-    log.append(.clear(contents, reason))
+  /// What a write must do after unlocking, once it has appended everything it logs; `nil`
+  /// for nothing (the common case). A write that logs several changes calls it once, at the
+  /// end, so its segment may exceed ``segmentCapacity`` by that write's size.
+  @inlinable @inline(__always)
+  mutating func followUpIfNeeded() -> _TrackingFollowUp? {
     if isArmed && log.count < Self.segmentCapacity { return nil }
     return followUp()
   }

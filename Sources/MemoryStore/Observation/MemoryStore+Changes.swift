@@ -29,7 +29,6 @@ extension MemoryStore {
       let wasTracking = _writeLock.withLock {
         let wasTracking = _tracker.pointer.pointee.isTracking
         _tracker.pointer.pointee.interval = interval
-        _tracker.pointer.pointee.isTracking = interval > .zero
         return wasTracking
       }
       if wasTracking && interval == .zero { _publishChanges() }
@@ -124,8 +123,17 @@ extension MemoryStore {
     }
   }
 
-  /// Logs a write that is not a single-key set or removal, before it is applied (write lock
-  /// held, batches on).
+  /// Logs a single-key write that changed the store (write lock held).
+  ///
+  /// - Returns: What to do after unlocking, if anything.
+  @inlinable @inline(__always)
+  func _logKeyedLocked(_ key: Key, _ value: Value?, wasPresent: Bool) -> _TrackingFollowUp? {
+    guard _tracker.pointer.pointee.isTracking else { return nil }
+    return _tracker.pointer.pointee.record(key, value, wasPresent: wasPresent)
+  }
+
+  /// Logs a batch write or an insertion, before it is applied (write lock held, batches on).
+  /// Single-key sets and removals are logged by ``_performKeyed(_:_:)``.
   ///
   /// - Returns: What to do after unlocking, if anything.
   @usableFromInline
@@ -135,43 +143,28 @@ extension MemoryStore {
     let view = _ReadView(
       copy: _copies.pointer(state & 1), overlay: state & 2 != 0 ? _overlay.pointer : nil)
     let tracker = _tracker.pointer
-    var followUp: _TrackingFollowUp?
-    func note(_ next: _TrackingFollowUp?) {
-      guard let next else { return }
-      var merged = followUp ?? _TrackingFollowUp()
-      merged.publishAfter = merged.publishAfter ?? next.publishAfter
-      merged.coalesceNow = merged.coalesceNow || next.coalesceNow
-      merged.coalesceInBackground = merged.coalesceInBackground || next.coalesceInBackground
-      followUp = merged
-    }
+    let logged = tracker.pointee.log.count
     switch operation {
-    case .set(let key, let value):
-      note(tracker.pointee.record(key, value, wasPresent: view.value(forKey: key) != nil))
     case .insert(let key, let value):
-      if view.value(forKey: key) == nil {
-        note(tracker.pointee.record(key, value, wasPresent: false))
-      }
-    case .remove(let key):
-      if view.value(forKey: key) != nil {
-        note(tracker.pointee.record(key, nil, wasPresent: true))
-      }
+      if view.value(forKey: key) != nil { return nil }
+      tracker.pointee.log.append(.key(key, value, wasPresent: false, .write))
     case .merge(let entries):
       for (key, value) in entries {
-        note(tracker.pointee.record(key, value, wasPresent: view.value(forKey: key) != nil))
+        let present = view.value(forKey: key) != nil
+        tracker.pointee.log.append(.key(key, value, wasPresent: present, .write))
       }
     case .removeKeys(let keys):
       // A key listed twice is logged twice; the second removal changes nothing.
       for key in keys where view.value(forKey: key) != nil {
-        note(tracker.pointee.record(key, nil, wasPresent: true))
+        tracker.pointee.log.append(.key(key, nil, wasPresent: true, .write))
       }
     case .removeAll:
-      if view.count > 0 {
-        note(tracker.pointee.recordClear(contents: view.dictionary))
-      }
-    case .overlay:
-      preconditionFailure("an overlay is not a write of its own")
+      if view.count == 0 { return nil }
+      tracker.pointee.log.append(.clear(view.dictionary, .write))
+    case .set, .remove, .overlay:
+      preconditionFailure("single-key writes are logged by _performKeyed, overlays never")
     }
-    return followUp
+    return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }
 }
 
