@@ -61,18 +61,6 @@ let reads = Atomic<Int>(0)
 let running = Atomic<Bool>(true)
 let finished = DispatchGroup()
 
-/// A tiny deterministic generator, so runs are repeatable.
-struct SplitMix64 {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// Runs `body` on a new thread of its own (a dispatch pool would cap the threads at the core
 /// count, and writers would starve the readers).
 func spawn(_ body: @escaping @Sendable () -> Void) {
@@ -83,9 +71,9 @@ func spawn(_ body: @escaping @Sendable () -> Void) {
   }.start()
 }
 
-for writer in 0..<options.writers {
+for _ in 0..<options.writers {
   spawn {
-    var random = SplitMix64(state: UInt64(writer) &+ 1)
+    var random = SystemRandomNumberGenerator()
     var done = 0
     while running.load(ordering: .relaxed) {
       for _ in 0..<1_000 {
@@ -103,9 +91,9 @@ for writer in 0..<options.writers {
   }
 }
 
-for reader in 0..<options.readers {
+for _ in 0..<options.readers {
   spawn {
-    var random = SplitMix64(state: UInt64(reader) &+ 1_000)
+    var random = SystemRandomNumberGenerator()
     var done = 0
     var volume = 0
     while running.load(ordering: .relaxed) {

@@ -81,21 +81,48 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   }
 }
 
+/// What a sink decides, under its lock, about a batch delivered to it.
+enum _Placement<Key: Hashable & Sendable, Value: Sendable, Effect> {
+  /// The batch was placed (or dropped); `Effect` says what to do after unlocking.
+  case placed(Effect)
+  /// A batch already waits; it was taken out, to be merged with the delivered one.
+  case occupied(by: ChangeBatch<Key, Value>)
+}
+
+/// Delivers `batch` to a sink in which at most one batch waits: `place` either places it or
+/// hands back the waiting batch, which is merged with it outside the lock (the consumer may
+/// take the merge as soon as it is back) and offered again.
+///
+/// - Returns: The effect `place` asked for, the batch finally placed, and the batch the
+///   delivery displaced, for the caller to release after every lock.
+func _deliverMerging<State, Key, Value, Effect>(
+  _ batch: ChangeBatch<Key, Value>, to state: _Protected<State>,
+  place: (inout State, ChangeBatch<Key, Value>) -> _Placement<Key, Value, Effect>
+) -> (effect: Effect, placed: ChangeBatch<Key, Value>, displaced: ChangeBatch<Key, Value>?) {
+  var outgoing = batch
+  var displaced: ChangeBatch<Key, Value>?
+  while true {
+    switch state.withLock({ place(&$0, outgoing) }) {
+    case .placed(let effect):
+      return (effect, outgoing, displaced)
+    case .occupied(let waiting):
+      outgoing = waiting.merged(with: outgoing)
+      displaced = waiting
+    }
+  }
+}
+
 /// One `changes` iteration's mailbox: at most one batch waits in it; a batch delivered while
 /// another waits is merged into it, so a slow consumer costs memory bounded by the number of
 /// distinct keys changed, not by the number of batches.
 final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  private typealias Waiter = CheckedContinuation<ChangeBatch<Key, Value>?, Never>
+
   private struct State {
     var pending: ChangeBatch<Key, Value>?
-    var waiter: CheckedContinuation<ChangeBatch<Key, Value>?, Never>?
+    var waiter: Waiter?
     /// No more batches will come: the store is gone, or the iteration was cancelled.
     var isFinished = false
-  }
-
-  private enum Step {
-    case done
-    case resume(CheckedContinuation<ChangeBatch<Key, Value>?, Never>)
-    case merge(ChangeBatch<Key, Value>)
   }
 
   private let state = _Protected(State())
@@ -104,33 +131,35 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   ///
   /// - Returns: A batch that the delivery displaced, for the caller to release later.
   func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
-    var outgoing = batch
-    var displaced: ChangeBatch<Key, Value>?
-    while true {
-      let step = state.withLock { state -> Step in
-        if state.isFinished { return .done }
-        if let waiter = state.waiter {
-          state.waiter = nil
-          return .resume(waiter)
-        }
-        guard let pending = state.pending else {
-          state.pending = outgoing
-          return .done
-        }
+    let delivery = _deliverMerging(batch, to: state) {
+      state, batch -> _Placement<Key, Value, Waiter?> in
+      if state.isFinished { return .placed(nil) }
+      if let waiter = state.waiter {
+        state.waiter = nil
+        return .placed(waiter)
+      }
+      if let waiting = state.pending {
         state.pending = nil
-        return .merge(pending)
+        return .occupied(by: waiting)
       }
-      switch step {
-      case .done:
-        return displaced
-      case .resume(let waiter):
-        waiter.resume(returning: outgoing)
-        return displaced
-      case .merge(let pending):
-        // Merged outside the lock: the consumer may take the result as soon as it is back.
-        outgoing = pending.merged(with: outgoing)
-        displaced = pending
+      state.pending = batch
+      return .placed(nil)
+    }
+    delivery.effect?.resume(returning: delivery.placed)
+    return delivery.displaced
+  }
+
+  /// Takes the waiting batch: `.some(batch)`, `.some(nil)` once finished, or `nil` if the
+  /// caller must wait, in which case `waiter`, if given, is registered to be resumed.
+  private func take(orRegister waiter: Waiter?) -> ChangeBatch<Key, Value>?? {
+    state.withLock { state in
+      if let pending = state.pending {
+        state.pending = nil
+        return .some(pending)
       }
+      if state.isFinished { return .some(nil) }
+      state.waiter = waiter
+      return nil
     }
   }
 
@@ -139,27 +168,10 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   func next(
     isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
   ) async -> ChangeBatch<Key, Value>? {
-    let ready = state.withLock { state -> ChangeBatch<Key, Value>?? in
-      if let pending = state.pending {
-        state.pending = nil
-        return .some(pending)
-      }
-      return state.isFinished ? .some(nil) : nil
-    }
-    if let ready { return ready }
+    if let ready = take(orRegister: nil) { return ready }
     return await withTaskCancellationHandler {
-      await withCheckedContinuation(isolation: actor) {
-        (continuation: CheckedContinuation<ChangeBatch<Key, Value>?, Never>) in
-        let ready = state.withLock { state -> ChangeBatch<Key, Value>?? in
-          if let pending = state.pending {
-            state.pending = nil
-            return .some(pending)
-          }
-          if state.isFinished { return .some(nil) }
-          state.waiter = continuation
-          return nil
-        }
-        if let ready { continuation.resume(returning: ready) }
+      await withCheckedContinuation(isolation: actor) { (continuation: Waiter) in
+        if let ready = take(orRegister: continuation) { continuation.resume(returning: ready) }
       }
     } onCancel: {
       onCancel()
@@ -200,11 +212,6 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     var isCancelled = false
   }
 
-  private enum Step {
-    case done(scheduleDrain: Bool)
-    case merge(ChangeBatch<Key, Value>)
-  }
-
   let queue: DispatchQueue
   private let handler: @Sendable (ChangeBatch<Key, Value>) -> Void
   private let state = _Protected(State())
@@ -218,28 +225,19 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   ///
   /// - Returns: A batch that the delivery displaced, for the caller to release later.
   func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
-    var outgoing = batch
-    var displaced: ChangeBatch<Key, Value>?
-    while true {
-      let step = state.withLock { state -> Step in
-        if state.isCancelled { return .done(scheduleDrain: false) }
-        guard let pending = state.pending else {
-          state.pending = outgoing
-          defer { state.isDrainScheduled = true }
-          return .done(scheduleDrain: !state.isDrainScheduled)
-        }
+    let delivery = _deliverMerging(batch, to: state) {
+      state, batch -> _Placement<Key, Value, Bool> in
+      if state.isCancelled { return .placed(false) }
+      if let waiting = state.pending {
         state.pending = nil
-        return .merge(pending)
+        return .occupied(by: waiting)
       }
-      switch step {
-      case .done(let scheduleDrain):
-        if scheduleDrain { queue.async { self.drain() } }
-        return displaced
-      case .merge(let pending):
-        outgoing = pending.merged(with: outgoing)
-        displaced = pending
-      }
+      state.pending = batch
+      defer { state.isDrainScheduled = true }
+      return .placed(!state.isDrainScheduled)
     }
+    if delivery.effect { queue.async { self.drain() } }
+    return delivery.displaced
   }
 
   private func drain() {
