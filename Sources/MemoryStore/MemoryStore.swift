@@ -200,11 +200,13 @@ extension MemoryStore {
   /// key it names (for `set`, `insert` and `remove`).
   @inlinable @inline(__always)
   func _perform(
-    _ operation: _WriteOperation<Key, Value>
+    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> (changed: Bool, previous: Value?) {
     _writeLock.lock()
-    let followUp = _tracker.pointer.pointee.isTracking ? _trackLocked(operation) : nil
+    let followUp =
+      _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
     let result = _applyLocked(operation)
+    if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
     _writeLock.unlock()
     // Release what the write took out of the copies only now: it may run a value's deinit.
     withExtendedLifetime(result.leftovers) {}
@@ -214,7 +216,7 @@ extension MemoryStore {
 
   /// Sets (`newValue` non-`nil`) or removes `key`: the path every single-key write takes.
   ///
-  /// Same protocol as ``_perform(_:)``, written out for one key so that the common case, a
+  /// Same protocol as ``_perform(_:reason:)``, written out for one key so that the common case, a
   /// pending single-key write to replay and no overlay, touches only concrete values.
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {

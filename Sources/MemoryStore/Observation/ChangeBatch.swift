@@ -135,9 +135,13 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
   /// The key was written (set, replaced, removed or cleared) by a call to the store.
   public static let write = ChangeReason(rawValue: 0)
 
+  /// The key was set by ``PersistenceManager/load()`` from a snapshot file.
+  public static let loaded = ChangeReason(rawValue: 1)
+
   public var description: String {
     switch rawValue {
     case 0: "write"
+    case 1: "loaded"
     default: "reason(\(rawValue))"
     }
   }

@@ -61,6 +61,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline var log: [_LoggedChange<Key, Value>] = []
   /// Full segments, oldest first.
   @usableFromInline var segments: [[_LoggedChange<Key, Value>]] = []
+  /// The number of writes that changed the store, whether batches are on or not: a version
+  /// of the contents, for the persistence manager to tell whether anything changed.
+  @usableFromInline var writeCount: UInt64 = 0
 
   @usableFromInline init() {}
 

@@ -128,6 +128,7 @@ extension MemoryStore {
   /// - Returns: What to do after unlocking, if anything.
   @inlinable @inline(__always)
   func _logKeyedLocked(_ key: Key, _ value: Value?, wasPresent: Bool) -> _TrackingFollowUp? {
+    _tracker.pointer.pointee.writeCount &+= 1
     guard _tracker.pointer.pointee.isTracking else { return nil }
     return _tracker.pointer.pointee.record(key, value, wasPresent: wasPresent)
   }
@@ -137,7 +138,9 @@ extension MemoryStore {
   ///
   /// - Returns: What to do after unlocking, if anything.
   @usableFromInline
-  func _trackLocked(_ operation: _WriteOperation<Key, Value>) -> _TrackingFollowUp? {
+  func _trackLocked(
+    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
+  ) -> _TrackingFollowUp? {
     let state = _state.load(ordering: .relaxed)
     // The store as readers see it; stable while the write lock is held.
     let view = _ReadView(
@@ -147,20 +150,20 @@ extension MemoryStore {
     switch operation {
     case .insert(let key, let value):
       if view.value(forKey: key) != nil { return nil }
-      tracker.pointee.log.append(.key(key, value, wasPresent: false, .write))
+      tracker.pointee.log.append(.key(key, value, wasPresent: false, reason))
     case .merge(let entries):
       for (key, value) in entries {
         let present = view.value(forKey: key) != nil
-        tracker.pointee.log.append(.key(key, value, wasPresent: present, .write))
+        tracker.pointee.log.append(.key(key, value, wasPresent: present, reason))
       }
     case .removeKeys(let keys):
       // A key listed twice is logged twice; the second removal changes nothing.
       for key in keys where view.value(forKey: key) != nil {
-        tracker.pointee.log.append(.key(key, nil, wasPresent: true, .write))
+        tracker.pointee.log.append(.key(key, nil, wasPresent: true, reason))
       }
     case .removeAll:
       if view.count == 0 { return nil }
-      tracker.pointee.log.append(.clear(view.dictionary, .write))
+      tracker.pointee.log.append(.clear(view.dictionary, reason))
     case .set, .remove, .overlay:
       preconditionFailure("single-key writes are logged by _performKeyed, overlays never")
     }

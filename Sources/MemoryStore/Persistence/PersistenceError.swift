@@ -1,0 +1,114 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Why a ``PersistenceManager`` could not save or load, with the file, the key where there is
+/// one, and the underlying error.
+///
+/// ```swift
+/// do {
+///   try persistence.save()
+/// } catch let error as PersistenceError where error.kind == .writeFailed {
+///   print(error)   // Saving /…/quotes.snapshot failed: no space left on device (ENOSPC) …
+/// }
+/// ```
+///
+/// Whatever the error, the store in memory is unchanged, the previous snapshot on disk is
+/// byte-identical, and a file that ``PersistenceManager/load()`` rejects is kept, moved aside
+/// to ``movedTo``.
+public struct PersistenceError: Error, CustomStringConvertible {
+  /// The kind of failure.
+  public struct Kind: Hashable, Sendable, CustomStringConvertible {
+    let name: String
+
+    /// The file is larger than ``PersistenceManager/maximumFileSize``; it was not read.
+    public static let fileTooLarge = Kind(name: "fileTooLarge")
+    /// The file does not start with the snapshot magic bytes: it is not a snapshot.
+    public static let notASnapshot = Kind(name: "notASnapshot")
+    /// The file ends before the length its header declares.
+    public static let truncated = Kind(name: "truncated")
+    /// The header's checksum, the payload's checksum, its length or its entry count does not
+    /// match: the file was damaged.
+    public static let corrupted = Kind(name: "corrupted")
+    /// The file was written by a newer or unknown version of the format.
+    public static let unsupportedVersion = Kind(name: "unsupportedVersion")
+    /// The file was written by another ``SnapshotCoder`` than the manager's.
+    public static let formatMismatch = Kind(name: "formatMismatch")
+    /// The payload is intact but does not decode as entries of the store's types.
+    public static let decodingFailed = Kind(name: "decodingFailed")
+    /// A value (or key) failed to encode; ``key`` names it. Nothing was written.
+    public static let encodingFailed = Kind(name: "encodingFailed")
+    /// Reading the file failed (see ``code``).
+    public static let readFailed = Kind(name: "readFailed")
+    /// Writing the snapshot failed (see ``code``: disk full, read-only file system,
+    /// permission denied, path is a directory, …).
+    public static let writeFailed = Kind(name: "writeFailed")
+    /// The snapshot's directory does not exist and could not be created.
+    public static let directoryUnavailable = Kind(name: "directoryUnavailable")
+
+    public var description: String { name }
+  }
+
+  /// The kind of failure.
+  public let kind: Kind
+  /// The snapshot file.
+  public let fileURL: URL
+  /// The key involved, as `String(reflecting:)` prints it, where there is one.
+  public let key: String?
+  /// The system error, for failures of a system call: `ENOSPC`, `EROFS`, `EACCES`, `EISDIR`,
+  /// `ENOENT`, `EIO`, …
+  public let code: POSIXErrorCode?
+  /// The error that caused this one: a `DecodingError` or `EncodingError` from the coder, a
+  /// `POSIXError`, or `nil`.
+  public let underlyingError: (any Error)?
+  /// Where a file that `load()` rejected was moved; `nil` if it was not moved.
+  public let movedTo: URL?
+  /// What exactly went wrong, in words.
+  public let detail: String
+
+  init(
+    _ kind: Kind, fileURL: URL, detail: String, key: String? = nil, code: POSIXErrorCode? = nil,
+    underlyingError: (any Error)? = nil, movedTo: URL? = nil
+  ) {
+    self.kind = kind
+    self.fileURL = fileURL
+    self.detail = detail
+    self.key = key
+    self.code = code
+    self.underlyingError = underlyingError ?? code.map { POSIXError($0) }
+    self.movedTo = movedTo
+  }
+
+  /// The same error, noting where the rejected file was moved.
+  func moved(to url: URL?) -> PersistenceError {
+    PersistenceError(
+      kind, fileURL: fileURL, detail: detail, key: key, code: code,
+      underlyingError: underlyingError, movedTo: url)
+  }
+
+  public var description: String {
+    var text = "\(detail) [\(kind)] (file: \(fileURL.path)"
+    if let key { text += ", key: \(key)" }
+    text += ")"
+    if let movedTo { text += "; the file was kept, moved aside to \(movedTo.path)" }
+    if let underlyingError, code == nil { text += "; underlying error: \(underlyingError)" }
+    return text
+  }
+
+  /// `code` as its symbolic name and its message: "no space left on device (ENOSPC)".
+  static func describe(_ code: Int32) -> String {
+    let names: [Int32: String] = [
+      ENOSPC: "ENOSPC", EROFS: "EROFS", EACCES: "EACCES", EPERM: "EPERM", EISDIR: "EISDIR",
+      ENOENT: "ENOENT", ENOTDIR: "ENOTDIR", EIO: "EIO", EDQUOT: "EDQUOT", EEXIST: "EEXIST",
+      EMFILE: "EMFILE", ENAMETOOLONG: "ENAMETOOLONG", EINVAL: "EINVAL", EFBIG: "EFBIG",
+    ]
+    let message = strerror(code).map { String(cString: $0) } ?? "unknown error"
+    return "\(message.lowercased()) (\(names[code] ?? "errno \(code)"))"
+  }
+}

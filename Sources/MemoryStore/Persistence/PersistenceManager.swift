@@ -1,0 +1,539 @@
+import Foundation
+
+/// Saves a store to a file and loads it back: atomic, checksummed snapshots that survive a
+/// crash at any instant, with optional periodic auto-save.
+///
+/// ```swift
+/// let quotes = MemoryStore<String, Quote>(name: "quotes")
+/// let persistence = try PersistenceManager(
+///   store: quotes, fileURL: directory.appending(path: "quotes.snapshot"), coder: .binary)
+/// let restored = try persistence.load()        // 0 the first time
+/// persistence.saveInterval = .seconds(30)      // auto-save, skipped while nothing changes
+/// // …
+/// try persistence.save()                       // before the app quits
+/// ```
+///
+/// ## Consistency and cost
+/// A save writes the store's contents at one instant, as if every write were paused there.
+/// It takes that snapshot in O(1), without copying the store, and encodes it with no lock held:
+/// meanwhile, readers and writers go on, and writes are set aside in a small overlay that
+/// readers consult (reads are somewhat slower while a save encodes). No write after a save
+/// pays a copy of the store.
+///
+/// ## Crash safety
+/// The snapshot is written to a temporary file (mode 0600) in the same directory, flushed to
+/// disk, renamed over the previous snapshot, and the directory is flushed: a crash at any
+/// instant leaves the previous or the new snapshot, complete. Temporary files that a crash
+/// left behind are removed when the next manager for the same file is created. The file
+/// starts with a header (magic bytes, format version, the coder's name, the entry count and
+/// checksums of header and payload) that ``load()`` verifies before decoding.
+///
+/// ## Errors
+/// Every failure throws a ``PersistenceError`` that names the file (and the key, where there
+/// is one); the store in memory and the previous snapshot on disk are left as they were. A file
+/// that ``load()`` rejects is never deleted or overwritten: it is moved aside as
+/// `<name>.corrupt-<date>`.
+///
+/// Thread safety: every method and property may be used from any thread. Saves may overlap;
+/// the file always ends up holding the newest of the snapshots they took. The coder runs on
+/// the thread that saves or loads (a background queue for auto-save), never while the manager
+/// or the store holds a lock, and may use the store. Use one manager per file.
+public final class PersistenceManager<
+  Key: Hashable & Sendable & Codable, Value: Sendable & Codable
+>: Sendable {
+  /// What a save does with an entry whose value fails to encode.
+  public enum EncodingFailurePolicy: Sendable, Equatable {
+    /// The save fails with ``PersistenceError/Kind-swift.struct/encodingFailed``, naming the
+    /// key, and writes nothing. The default.
+    case failSave
+    /// The entry is left out of the snapshot, and its key is listed in
+    /// ``SaveReport/skippedKeys``.
+    case skipEntry
+  }
+
+  /// The store this manager saves and loads.
+  public let store: MemoryStore<Key, Value>
+  /// The snapshot file.
+  public let fileURL: URL
+  /// The snapshot format.
+  public let coder: any SnapshotCoder
+
+  let _state: _Protected<_State>
+  /// The write count of the snapshot now on disk, if this manager wrote it; held across the
+  /// rename so that an older snapshot never replaces a newer one.
+  let _committed: _Protected<UInt64?>
+
+  struct _State: Sendable {
+    var saveInterval: Duration = .zero
+    /// Bumped by every change of `saveInterval`; an auto-save timer of an older generation
+    /// does nothing.
+    var generation: UInt64 = 0
+    var maximumFileSize = 256 << 20
+    var encodingFailurePolicy = EncodingFailurePolicy.failSave
+    var lastSaveError: PersistenceError?
+    var lastSaveDate: Date?
+    var outcomeStreams: [UInt64: AsyncStream<SaveOutcome>.Continuation] = [:]
+    var nextStreamID: UInt64 = 0
+  }
+
+  /// Creates a manager for `store` and the snapshot at `fileURL`, creating missing parent
+  /// directories and removing temporary files that a save interrupted by a crash left there.
+  ///
+  /// Creating a manager neither loads nor saves; call ``load()`` to restore the store.
+  ///
+  /// - Parameters:
+  ///   - store: The store to save and load.
+  ///   - fileURL: A file URL for the snapshot.
+  ///   - coder: The snapshot format: ``SnapshotCoder/json`` (the default, readable) or
+  ///     ``SnapshotCoder/binary`` (compact and faster), or your own. Its `formatName` must be
+  ///     1 to 8 ASCII bytes.
+  /// - Throws: ``PersistenceError/Kind-swift.struct/directoryUnavailable`` if the directory
+  ///   cannot be created.
+  public init(
+    store: MemoryStore<Key, Value>, fileURL: URL, coder: some SnapshotCoder = .json
+  ) throws(PersistenceError) {
+    precondition(fileURL.isFileURL, "PersistenceManager needs a file URL, not \(fileURL)")
+    precondition(
+      _SnapshotFile.encodedName(coder.formatName) != nil,
+      "a SnapshotCoder's formatName must be 1 to 8 ASCII bytes, not \"\(coder.formatName)\"")
+    self.store = store
+    self.fileURL = fileURL.standardizedFileURL
+    self.coder = coder
+    _state = _Protected(_State())
+    _committed = _Protected(nil)
+    let directory = self.fileURL.deletingLastPathComponent()
+    do {
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    } catch {
+      throw PersistenceError(
+        .directoryUnavailable, fileURL: self.fileURL,
+        detail: "The snapshot directory \(directory.path) does not exist and cannot be created",
+        underlyingError: error)
+    }
+    _SnapshotFile.removeStaleTemporaryFiles(
+      of: self.fileURL.lastPathComponent, in: directory.path)
+  }
+
+  deinit {
+    for stream in _state.withLock({ $0.outcomeStreams.values }) { stream.finish() }
+  }
+
+  // MARK: Settings
+
+  /// The largest file ``load()`` reads, in bytes; a larger file is rejected before it is read.
+  /// 256 MiB by default.
+  public var maximumFileSize: Int {
+    get { _state.withLock { $0.maximumFileSize } }
+    set { _state.withLock { $0.maximumFileSize = newValue } }
+  }
+
+  /// What a save does with an entry whose value fails to encode; ``EncodingFailurePolicy/failSave``
+  /// by default.
+  public var encodingFailurePolicy: EncodingFailurePolicy {
+    get { _state.withLock { $0.encodingFailurePolicy } }
+    set { _state.withLock { $0.encodingFailurePolicy = newValue } }
+  }
+
+  /// The auto-save period; `.zero` (the default) turns auto-save off.
+  ///
+  /// While it is above zero, the manager saves on a background queue every `saveInterval`
+  /// (timed by the store's ``StoreScheduler``), skipping the save when nothing was written to
+  /// the store since the last successful save. Results are reported through ``lastSaveError``,
+  /// ``lastSaveDate`` and ``saveOutcomes``; a failed auto-save is tried again one period later.
+  /// Setting the interval restarts the period. The timer does not keep the manager alive:
+  /// auto-save stops when the manager is released.
+  public var saveInterval: Duration {
+    get { _state.withLock { $0.saveInterval } }
+    set {
+      precondition(newValue >= .zero, "saveInterval must not be negative")
+      let generation = _state.withLock { state in
+        state.saveInterval = newValue
+        state.generation &+= 1
+        return state.generation
+      }
+      if newValue > .zero { _scheduleAutoSave(generation: generation, after: newValue) }
+    }
+  }
+
+  // MARK: Outcomes
+
+  /// The error of the most recent save, manual or automatic; `nil` once a save succeeds.
+  public var lastSaveError: PersistenceError? { _state.withLock { $0.lastSaveError } }
+
+  /// When the most recent successful save finished; `nil` before the first.
+  public var lastSaveDate: Date? { _state.withLock { $0.lastSaveDate } }
+
+  /// The outcome of every save, manual or automatic, from now on.
+  ///
+  /// ```swift
+  /// for await outcome in persistence.saveOutcomes {
+  ///   if case .failure(let error) = outcome.result { log.error("\(error)") }
+  /// }
+  /// ```
+  ///
+  /// Each access returns a new sequence, a subscriber of its own, which keeps the 64 most
+  /// recent outcomes it has not consumed yet. It ends when the manager is released.
+  public var saveOutcomes: AsyncStream<SaveOutcome> {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: SaveOutcome.self, bufferingPolicy: .bufferingNewest(64))
+    let id = _state.withLock { state in
+      let id = state.nextStreamID
+      state.nextStreamID &+= 1
+      state.outcomeStreams[id] = continuation
+      return id
+    }
+    continuation.onTermination = { [weak self] _ in
+      _ = self?._state.withLock { $0.outcomeStreams.removeValue(forKey: id) }
+    }
+    return stream
+  }
+
+  // MARK: Saving
+
+  /// Writes a snapshot of the store, taken at one instant, atomically replacing the file.
+  ///
+  /// Readers and writers of the store are not blocked while the snapshot is encoded and
+  /// written; see the type's discussion.
+  ///
+  /// - Returns: What was written.
+  /// - Throws: ``PersistenceError``: ``PersistenceError/Kind-swift.struct/encodingFailed``
+  ///   naming the key whose value failed to encode (nothing is written), or
+  ///   ``PersistenceError/Kind-swift.struct/writeFailed`` with the system error (disk full,
+  ///   read-only file system, permission denied, path is a directory, …). Either way the
+  ///   previous snapshot is byte-identical and no temporary file is left.
+  /// - Complexity: O(n) to encode the n entries, outside every lock; O(1) under the store's
+  ///   write lock.
+  @discardableResult
+  public func save() throws(PersistenceError) -> SaveReport {
+    try _save(trigger: .manual)
+  }
+
+  func _save(trigger: SaveOutcome.Trigger) throws(PersistenceError) -> SaveReport {
+    let start = ContinuousClock.now
+    let result = Result { () throws(PersistenceError) -> SaveReport in
+      let policy = encodingFailurePolicy
+      let encoded: _Encoded
+      do {
+        encoded = try store._withSnapshot { entries, writeCount in
+          try _encode(entries, writeCount: writeCount, policy: policy)
+        }
+      } catch let error as PersistenceError {
+        throw error
+      } catch {
+        preconditionFailure("_encode throws only PersistenceError")
+      }
+      try _write(encoded)
+      return SaveReport(
+        fileURL: fileURL, entryCount: encoded.entryCount,
+        byteCount: _SnapshotFile.headerSize + encoded.payload.count,
+        skippedKeys: encoded.skippedKeys, date: Date(), duration: .now - start)
+    }
+    let streams = _state.withLock { state in
+      switch result {
+      case .success(let report):
+        state.lastSaveError = nil
+        state.lastSaveDate = report.date
+      case .failure(let error):
+        state.lastSaveError = error
+      }
+      return Array(state.outcomeStreams.values)
+    }
+    let outcome = SaveOutcome(trigger: trigger, result: result)
+    for stream in streams { stream.yield(outcome) }
+    return try result.get()
+  }
+
+  /// A snapshot, encoded.
+  struct _Encoded {
+    var payload: Data
+    var entryCount: Int
+    var writeCount: UInt64
+    var skippedKeys: [String]
+  }
+
+  /// Encodes `entries`; on failure, finds the key whose value fails, by encoding the entries
+  /// one at a time.
+  func _encode(
+    _ entries: [Key: Value], writeCount: UInt64, policy: EncodingFailurePolicy
+  ) throws(PersistenceError) -> _Encoded {
+    let failure: any Error
+    do {
+      return _Encoded(
+        payload: try coder.encode(entries), entryCount: entries.count, writeCount: writeCount,
+        skippedKeys: [])
+    } catch {
+      failure = error
+    }
+    var failing: [(key: Key, error: any Error)] = []
+    for (key, value) in entries {
+      do {
+        _ = try coder.encode([key: value])
+      } catch {
+        failing.append((key, error))
+        if policy == .failSave { break }
+      }
+    }
+    guard let first = failing.first else {
+      throw PersistenceError(
+        .encodingFailed, fileURL: fileURL,
+        detail: "Saving \(fileURL.path) failed: the coder could not encode the entries, though "
+          + "it encodes each one alone; nothing was written",
+        underlyingError: failure)
+    }
+    if policy == .failSave {
+      throw PersistenceError(
+        .encodingFailed, fileURL: fileURL,
+        detail: "Saving \(fileURL.path) failed: the value for key \(String(reflecting: first.key)) "
+          + "could not be encoded (\(first.error)); nothing was written",
+        key: String(reflecting: first.key), underlyingError: first.error)
+    }
+    var kept = entries
+    for (key, _) in failing { kept.removeValue(forKey: key) }
+    do {
+      return _Encoded(
+        payload: try coder.encode(kept), entryCount: kept.count, writeCount: writeCount,
+        skippedKeys: failing.map { String(reflecting: $0.key) })
+    } catch {
+      throw PersistenceError(
+        .encodingFailed, fileURL: fileURL,
+        detail: "Saving \(fileURL.path) failed: the entries could not be encoded even without "
+          + "the \(failing.count) whose values fail; nothing was written",
+        underlyingError: error)
+    }
+  }
+
+  /// Writes `encoded` over the snapshot, unless a newer snapshot is already there.
+  func _write(_ encoded: _Encoded) throws(PersistenceError) {
+    let header = _SnapshotFile.Header(
+      formatName: coder.formatName, entryCount: UInt64(encoded.entryCount),
+      payloadLength: UInt64(encoded.payload.count),
+      payloadChecksum: encoded.payload.withUnsafeBytes { _SnapshotFile.checksum($0) })
+    // The name was checked by init.
+    let headerBytes = _SnapshotFile.headerBytes(header)!
+    do {
+      _ = try _SnapshotFile.replace(
+        at: fileURL.path, header: headerBytes, payload: encoded.payload
+      ) { rename in
+        _committed.withLock { committed in
+          // An overlapping save that took a newer snapshot already replaced the file.
+          if let committed, committed > encoded.writeCount { return false }
+          if rename() { committed = encoded.writeCount }
+          return true
+        }
+      }
+    } catch {
+      throw PersistenceError(
+        .writeFailed, fileURL: fileURL,
+        detail: "Saving \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
+          + "\(error.step) \(error.path); the previous snapshot is unchanged",
+        code: POSIXErrorCode(rawValue: error.code))
+    }
+  }
+
+  // MARK: Auto-save
+
+  func _scheduleAutoSave(generation: UInt64, after delay: Duration) {
+    store._scheduler.schedule(after: delay) { [weak self] in
+      self?._autoSave(generation: generation)
+    }
+  }
+
+  /// One auto-save period: saves if the store changed since the last save, then schedules
+  /// the next period, unless the interval changed meanwhile.
+  func _autoSave(generation: UInt64) {
+    guard _state.withLock({ $0.generation == generation }) else { return }
+    let saved = _committed.withLock { $0 }
+    if saved != store._writeCount {
+      _ = try? _save(trigger: .automatic)
+    }
+    let interval = _state.withLock { $0.generation == generation ? $0.saveInterval : nil }
+    if let interval, interval > .zero {
+      _scheduleAutoSave(generation: generation, after: interval)
+    }
+  }
+
+  // MARK: Loading
+
+  /// Reads the snapshot and merges its entries into the store, as one write.
+  ///
+  /// Entries of the store whose keys are not in the snapshot stay; entries in the snapshot
+  /// replace the store's. With change batches on, the entries appear in one batch, with the
+  /// reason ``ChangeReason/loaded``.
+  ///
+  /// - Returns: The number of entries loaded; 0 if the file does not exist (not an error).
+  /// - Throws: ``PersistenceError`` if the file is larger than ``maximumFileSize``, is not a
+  ///   snapshot, is truncated or damaged, comes from another format version or coder, or does
+  ///   not decode as `[Key: Value]`. The store is then untouched, and the file is moved aside
+  ///   (``PersistenceError/movedTo``) so that the next save does not overwrite it.
+  ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all (the file
+  ///   is left in place).
+  /// - Complexity: O(n) to decode n entries, then one write of n entries.
+  @discardableResult
+  public func load() throws(PersistenceError) -> Int {
+    let maximum = maximumFileSize
+    let outcome: _SnapshotFile.ReadOutcome
+    do {
+      outcome = try _SnapshotFile.readFile(at: fileURL.path, maximumSize: maximum)
+    } catch {
+      throw PersistenceError(
+        .readFailed, fileURL: fileURL,
+        detail: "Loading \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
+          + error.step,
+        code: POSIXErrorCode(rawValue: error.code))
+    }
+    switch outcome {
+    case .missing:
+      return 0
+    case .tooLarge(let size):
+      throw _reject(
+        PersistenceError(
+          .fileTooLarge, fileURL: fileURL,
+          detail: "Loading \(fileURL.path) failed: the file is \(size) bytes, more than "
+            + "maximumFileSize (\(maximum)); it was not read"))
+    case .contents(let bytes):
+      let entries: [Key: Value]
+      do {
+        entries = try _decode(bytes)
+      } catch {
+        throw _reject(error)
+      }
+      store._merge(entries, reason: .loaded)
+      return entries.count
+    }
+  }
+
+  /// Verifies and decodes a snapshot file's contents.
+  func _decode(_ bytes: [UInt8]) throws(PersistenceError) -> [Key: Value] {
+    let checked = bytes.withUnsafeBytes { file in
+      Result { () throws(_SnapshotFile.Rejection) in
+        try _SnapshotFile.verify(file, formatName: coder.formatName)
+      }
+    }
+    let header: _SnapshotFile.Header
+    let payload: Range<Int>
+    do {
+      (header, payload) = try checked.get()
+    } catch {
+      throw _rejection(error)
+    }
+    let entries: [Key: Value]
+    do {
+      entries = try coder.decode(Data(bytes[payload]), as: [Key: Value].self)
+    } catch {
+      var detail = "Loading \(fileURL.path) failed: the payload does not decode as "
+        + "[\(Key.self): \(Value.self)]"
+      if let context = (error as? DecodingError).flatMap(Self._context) {
+        let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+        detail += " at \(path.isEmpty ? "the top level" : path): \(context.debugDescription)"
+      }
+      throw PersistenceError(
+        .decodingFailed, fileURL: fileURL, detail: detail, underlyingError: error)
+    }
+    guard UInt64(entries.count) == header.entryCount else {
+      throw PersistenceError(
+        .corrupted, fileURL: fileURL,
+        detail: "Loading \(fileURL.path) failed: the header declares \(header.entryCount) "
+          + "entries, the payload holds \(entries.count)")
+    }
+    return entries
+  }
+
+  static func _context(_ error: DecodingError) -> DecodingError.Context? {
+    switch error {
+    case .typeMismatch(_, let context), .valueNotFound(_, let context),
+      .keyNotFound(_, let context), .dataCorrupted(let context):
+      context
+    @unknown default:
+      nil
+    }
+  }
+
+  /// The error for a file the header check rejected.
+  func _rejection(_ rejection: _SnapshotFile.Rejection) -> PersistenceError {
+    let prefix = "Loading \(fileURL.path) failed: "
+    switch rejection {
+    case .notASnapshot:
+      return PersistenceError(
+        .notASnapshot, fileURL: fileURL,
+        detail: prefix + "the file does not start with the snapshot magic bytes \"MEMSTORE\"")
+    case .truncated(let expected, let found):
+      return PersistenceError(
+        .truncated, fileURL: fileURL,
+        detail: prefix + "the file is truncated: \(found) bytes, \(expected) expected")
+    case .trailingBytes(let expected, let found):
+      return PersistenceError(
+        .corrupted, fileURL: fileURL,
+        detail: prefix + "the file has \(found) bytes, but its header declares \(expected)")
+    case .headerChecksum:
+      return PersistenceError(
+        .corrupted, fileURL: fileURL, detail: prefix + "the header's checksum does not match")
+    case .unsupportedVersion(let version):
+      return PersistenceError(
+        .unsupportedVersion, fileURL: fileURL,
+        detail: prefix + "format version \(version); this version reads version "
+          + "\(_SnapshotFile.version)")
+    case .formatMismatch(let found):
+      return PersistenceError(
+        .formatMismatch, fileURL: fileURL,
+        detail: prefix + "the file was written by the \"\(found)\" coder, not \"\(coder.formatName)\"")
+    case .implausibleCount(let count):
+      return PersistenceError(
+        .corrupted, fileURL: fileURL,
+        detail: prefix + "the header declares \(count) entries, more than the payload can hold")
+    case .payloadChecksum:
+      return PersistenceError(
+        .corrupted, fileURL: fileURL, detail: prefix + "the payload's checksum does not match")
+    }
+  }
+
+  /// Moves the rejected file aside so that no save overwrites it, and returns `error` noting
+  /// where it went.
+  func _reject(_ error: PersistenceError) -> PersistenceError {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
+    let stamp = formatter.string(from: Date())
+    let base = fileURL.path + ".corrupt-" + stamp
+    for attempt in 1...100 {
+      let target = attempt == 1 ? base : base + "-\(attempt)"
+      if FileManager.default.fileExists(atPath: target) { continue }
+      if rename(fileURL.path, target) == 0 {
+        return error.moved(to: URL(fileURLWithPath: target))
+      }
+      break
+    }
+    return error
+  }
+}
+
+/// What a successful save wrote.
+public struct SaveReport: Sendable, Equatable {
+  /// The snapshot file.
+  public let fileURL: URL
+  /// The number of entries written.
+  public let entryCount: Int
+  /// The file's size in bytes, header included.
+  public let byteCount: Int
+  /// The keys (as `String(reflecting:)` prints them) of the entries left out because their
+  /// values failed to encode, under ``PersistenceManager/EncodingFailurePolicy/skipEntry``.
+  public let skippedKeys: [String]
+  /// When the save finished.
+  public let date: Date
+  /// How long the save took: snapshot, encoding and writing.
+  public let duration: Duration
+}
+
+/// The outcome of one save, as ``PersistenceManager/saveOutcomes`` reports it.
+public struct SaveOutcome: Sendable {
+  /// What started a save.
+  public enum Trigger: Sendable, Equatable {
+    /// A call to ``PersistenceManager/save()``.
+    case manual
+    /// The auto-save timer (``PersistenceManager/saveInterval``).
+    case automatic
+  }
+
+  /// What started the save.
+  public let trigger: Trigger
+  /// What it wrote, or why it failed.
+  public let result: Result<SaveReport, PersistenceError>
+}

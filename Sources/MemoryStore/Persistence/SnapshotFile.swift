@@ -1,0 +1,340 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The snapshot file format and the system calls that read and replace it.
+///
+/// A file is a 48-byte header followed by the payload a ``SnapshotCoder`` wrote. All integers
+/// are little-endian:
+///
+/// | Offset | Size | Field |
+/// |---|---|---|
+/// | 0 | 8 | magic bytes `MEMSTORE` |
+/// | 8 | 4 | format version, 1 |
+/// | 12 | 8 | the coder's `formatName`, ASCII, zero-padded |
+/// | 20 | 8 | entry count |
+/// | 28 | 8 | payload length in bytes |
+/// | 36 | 8 | payload checksum |
+/// | 44 | 4 | header checksum: the low 32 bits of the checksum of bytes 0 to 43 |
+///
+/// The checksum (``checksum(_:)``) detects accidental damage; it is not cryptographic.
+enum _SnapshotFile {
+  static let magic: [UInt8] = Array("MEMSTORE".utf8)
+  static let version: UInt32 = 1
+  static let headerSize = 48
+
+  /// The header's fields.
+  struct Header: Equatable {
+    var formatName: String
+    var entryCount: UInt64
+    var payloadLength: UInt64
+    var payloadChecksum: UInt64
+  }
+
+  /// A file the header rejects, and why.
+  enum Rejection: Error {
+    case notASnapshot
+    case truncated(expected: Int, found: Int)
+    case trailingBytes(expected: Int, found: Int)
+    case headerChecksum
+    case unsupportedVersion(UInt32)
+    case formatMismatch(found: String)
+    case implausibleCount(UInt64)
+    case payloadChecksum
+  }
+
+  /// The coder name as stored: 1 to 8 ASCII bytes.
+  static func encodedName(_ name: String) -> [UInt8]? {
+    let bytes = Array(name.utf8)
+    guard (1...8).contains(bytes.count), bytes.allSatisfy({ $0 > 0 && $0 < 0x80 }) else {
+      return nil
+    }
+    return bytes + [UInt8](repeating: 0, count: 8 - bytes.count)
+  }
+
+  /// The 48 header bytes for `header`; `nil` if its format name is not 1 to 8 ASCII bytes.
+  static func headerBytes(_ header: Header) -> [UInt8]? {
+    guard let name = encodedName(header.formatName) else { return nil }
+    var bytes = magic
+    bytes.reserveCapacity(headerSize)
+    append(version, to: &bytes)
+    bytes += name
+    append(header.entryCount, to: &bytes)
+    append(header.payloadLength, to: &bytes)
+    append(header.payloadChecksum, to: &bytes)
+    let headerSum = bytes.withUnsafeBytes { checksum($0) }
+    append(UInt32(truncatingIfNeeded: headerSum), to: &bytes)
+    return bytes
+  }
+
+  /// Checks `file`'s header and payload for a snapshot written by the coder named
+  /// `formatName`, and returns the header and the payload's range.
+  static func verify(
+    _ file: UnsafeRawBufferPointer, formatName: String
+  ) throws(Rejection) -> (Header, Range<Int>) {
+    let prefix = min(file.count, magic.count)
+    guard file.prefix(prefix).elementsEqual(magic.prefix(prefix)), file.count > 0 else {
+      throw .notASnapshot
+    }
+    guard file.count >= headerSize else {
+      throw .truncated(expected: headerSize, found: file.count)
+    }
+    let storedHeaderSum = load(UInt32.self, file, at: 44)
+    let headerSum = checksum(UnsafeRawBufferPointer(rebasing: file[0..<44]))
+    guard storedHeaderSum == UInt32(truncatingIfNeeded: headerSum) else { throw .headerChecksum }
+    let version = load(UInt32.self, file, at: 8)
+    guard version == Self.version else { throw .unsupportedVersion(version) }
+    let nameBytes = file[12..<20].prefix { $0 != 0 }
+    let name = String(decoding: nameBytes, as: UTF8.self)
+    guard name == formatName else { throw .formatMismatch(found: name) }
+    let header = Header(
+      formatName: name, entryCount: load(UInt64.self, file, at: 20),
+      payloadLength: load(UInt64.self, file, at: 28),
+      payloadChecksum: load(UInt64.self, file, at: 36))
+    let available = UInt64(file.count - headerSize)
+    guard header.payloadLength <= available else {
+      throw .truncated(
+        expected: headerSize + Int(clamping: header.payloadLength), found: file.count)
+    }
+    guard header.payloadLength == available else {
+      throw .trailingBytes(expected: headerSize + Int(header.payloadLength), found: file.count)
+    }
+    // Every entry takes at least one byte in any format.
+    guard header.entryCount <= max(header.payloadLength, 1) else {
+      throw .implausibleCount(header.entryCount)
+    }
+    let payload = headerSize..<file.count
+    guard checksum(UnsafeRawBufferPointer(rebasing: file[payload])) == header.payloadChecksum
+    else { throw .payloadChecksum }
+    return (header, payload)
+  }
+
+  // MARK: Checksum
+
+  /// A 64-bit checksum of `bytes`, eight bytes at a time: each word is mixed in by an
+  /// invertible step (xor, multiply by an odd constant, xor-shift), so changing any one word
+  /// always changes the result, and the length is part of the seed.
+  static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(bytes.count)
+    var offset = 0
+    let whole = bytes.count & ~7
+    while offset < whole {
+      let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+      hash = (hash ^ word) &* multiplier
+      hash ^= hash >> 29
+      offset &+= 8
+    }
+    if offset < bytes.count {
+      var word: UInt64 = 0
+      for index in offset..<bytes.count {
+        word |= UInt64(bytes[index]) << (UInt64(index - offset) * 8)
+      }
+      hash = (hash ^ word) &* multiplier
+      hash ^= hash >> 29
+    }
+    // Final avalanche (MurmurHash3's fmix64).
+    hash ^= hash >> 33
+    hash &*= 0xFF51_AFD7_ED55_8CCD
+    hash ^= hash >> 33
+    hash &*= 0xC4CE_B9FE_1A85_EC53
+    hash ^= hash >> 33
+    return hash
+  }
+
+  // MARK: Reading
+
+  /// What ``readFile(at:maximumSize:)`` found.
+  enum ReadOutcome {
+    case missing
+    case tooLarge(size: Int)
+    case contents([UInt8])
+  }
+
+  /// A failed system call: which step, and `errno`.
+  struct SystemCallFailure: Error {
+    var step: String
+    var path: String
+    var code: Int32
+  }
+
+  /// Reads the whole file at `path`, refusing (before reading) a file larger than
+  /// `maximumSize`.
+  static func readFile(at path: String, maximumSize: Int) throws(SystemCallFailure) -> ReadOutcome {
+    let descriptor = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+    if descriptor < 0 {
+      if errno == ENOENT { return .missing }
+      throw SystemCallFailure(step: "opening the file", path: path, code: errno)
+    }
+    defer { close(descriptor) }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0 else {
+      throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
+    }
+    guard (status.st_mode & S_IFMT) == S_IFREG else {
+      let code = (status.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL
+      throw SystemCallFailure(step: "opening the file", path: path, code: code)
+    }
+    let size = Int(status.st_size)
+    if size > maximumSize { return .tooLarge(size: size) }
+    var bytes = [UInt8](repeating: 0, count: size)
+    var done = 0
+    let failure: Int32? = bytes.withUnsafeMutableBytes { buffer in
+      while done < size {
+        let count = read(descriptor, buffer.baseAddress! + done, size - done)
+        if count < 0 {
+          if errno == EINTR { continue }
+          return errno
+        }
+        if count == 0 { break }  // The file shrank meanwhile.
+        done += count
+      }
+      return nil
+    }
+    if let failure { throw SystemCallFailure(step: "reading the file", path: path, code: failure) }
+    if done < size { bytes.removeLast(size - done) }
+    return .contents(bytes)
+  }
+
+  // MARK: Atomic replacement
+
+  /// The prefix of the temporary files of saves of `fileName`, in the same directory.
+  static func temporaryPrefix(for fileName: String) -> String {
+    "." + fileName + ".tmp-"
+  }
+
+  /// Replaces the file at `path` with `header` followed by `payload`, atomically: writes a
+  /// temporary file (mode 0600) in the same directory, `fsync`s it, renames it over `path`
+  /// and `fsync`s the directory. A crash at any instant leaves either the old or the new file.
+  ///
+  /// `commit` receives the rename, once the temporary file is on disk: it performs it (which
+  /// returns whether it succeeded) and returns `true`, or vetoes it by returning `false`
+  /// without performing it: the temporary file is then removed, nothing is replaced, and this
+  /// returns `false`.
+  ///
+  /// On failure the temporary file is removed and the file at `path` is untouched.
+  static func replace(
+    at path: String, header: [UInt8], payload: Data, commit: (() -> Bool) -> Bool
+  ) throws(SystemCallFailure) -> Bool {
+    let directory = (path as NSString).deletingLastPathComponent
+    let fileName = (path as NSString).lastPathComponent
+    var template = Array(
+      ((directory.isEmpty ? "." : directory) + "/" + temporaryPrefix(for: fileName) + "XXXXXX")
+        .utf8CString)
+    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+    let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard descriptor >= 0 else {
+      throw SystemCallFailure(step: "creating the temporary file", path: temporary, code: errno)
+    }
+    var isOpen = true
+    var isRenamed = false
+    defer {
+      if isOpen { close(descriptor) }
+      if !isRenamed { unlink(temporary) }
+    }
+    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    let headerFailure = header.withUnsafeBytes { writeAll(descriptor, $0) }
+    if let code = headerFailure {
+      throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
+    }
+    let payloadFailure = payload.withUnsafeBytes { writeAll(descriptor, $0) }
+    if let code = payloadFailure {
+      throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
+    }
+    guard synchronize(descriptor) else {
+      throw SystemCallFailure(step: "flushing the temporary file to disk", path: temporary, code: errno)
+    }
+    isOpen = false
+    guard close(descriptor) == 0 else {
+      throw SystemCallFailure(step: "closing the temporary file", path: temporary, code: errno)
+    }
+    var renameFailure: SystemCallFailure?
+    let committed = commit {
+      if rename(temporary, path) == 0 {
+        isRenamed = true
+      } else {
+        renameFailure = SystemCallFailure(
+          step: "renaming the temporary file over the snapshot", path: temporary, code: errno)
+      }
+      return isRenamed
+    }
+    if let renameFailure { throw renameFailure }
+    guard committed else { return false }
+    // Make the rename itself durable.
+    let directoryDescriptor = retryingInterrupts {
+      open(directory.isEmpty ? "." : directory, O_RDONLY | O_CLOEXEC)
+    }
+    guard directoryDescriptor >= 0 else {
+      throw SystemCallFailure(step: "opening the directory", path: directory, code: errno)
+    }
+    defer { close(directoryDescriptor) }
+    guard fsync(directoryDescriptor) == 0 || errno == EINVAL else {
+      throw SystemCallFailure(step: "flushing the directory to disk", path: directory, code: errno)
+    }
+    return true
+  }
+
+  /// Removes the temporary files that saves of `fileName` left in `directory` when the
+  /// process died mid-save; returns how many.
+  @discardableResult
+  static func removeStaleTemporaryFiles(of fileName: String, in directory: String) -> Int {
+    let prefix = temporaryPrefix(for: fileName)
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
+      return 0
+    }
+    var removed = 0
+    for name in names where name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 6 {
+      if unlink(directory + "/" + name) == 0 { removed += 1 }
+    }
+    return removed
+  }
+
+  // MARK: Helpers
+
+  private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var offset = 0
+    while offset < bytes.count {
+      let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+      if count < 0 {
+        if errno == EINTR { continue }
+        return errno
+      }
+      offset += count
+    }
+    return nil
+  }
+
+  /// Flushes the file's data to the storage device (`F_FULLFSYNC` where it exists).
+  private static func synchronize(_ descriptor: Int32) -> Bool {
+    #if canImport(Darwin)
+      if fcntl(descriptor, F_FULLFSYNC) == 0 { return true }
+    #endif
+    while true {
+      if fsync(descriptor) == 0 { return true }
+      if errno != EINTR { return false }
+    }
+  }
+
+  private static func retryingInterrupts(_ call: () -> Int32) -> Int32 {
+    while true {
+      let result = call()
+      if result >= 0 || errno != EINTR { return result }
+    }
+  }
+
+  private static func append<I: FixedWidthInteger>(_ value: I, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.littleEndian) { bytes += $0 }
+  }
+
+  private static func load<I: FixedWidthInteger>(
+    _ type: I.Type, _ bytes: UnsafeRawBufferPointer, at offset: Int
+  ) -> I {
+    I(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: I.self))
+  }
+}
