@@ -78,10 +78,9 @@ enum _SnapshotFile {
   static func verify(
     _ file: UnsafeRawBufferPointer, formatName: String
   ) throws(Rejection) -> (Header, Range<Int>) {
+    // An empty file is what a torn non-atomic write typically leaves: truncated.
     let prefix = min(file.count, magic.count)
-    guard file.prefix(prefix).elementsEqual(magic.prefix(prefix)), file.count > 0 else {
-      throw .notASnapshot
-    }
+    guard file.prefix(prefix).elementsEqual(magic.prefix(prefix)) else { throw .notASnapshot }
     guard file.count >= headerSize else {
       throw .truncated(expected: headerSize, found: file.count)
     }
