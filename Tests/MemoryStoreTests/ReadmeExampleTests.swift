@@ -1,11 +1,12 @@
+import Foundation
 import MemoryStore
 import Testing
 
 /// The README's usage example, kept compiling and checked.
 @Suite struct ReadmeExample {
-  struct Quote: Sendable, Equatable { var bid: Double; var ask: Double }
+  struct Quote: Codable, Sendable, Equatable { var bid: Double; var ask: Double }
 
-  @Test func theUsageExampleWorksAsTheReadmeSays() async {
+  @Test func theUsageExampleWorksAsTheReadmeSays() async throws {
     let quotes = MemoryStore<String, Quote>(name: "quotes")
     quotes["AAPL"] = Quote(bid: 231.40, ask: 231.45)
     let aapl = quotes["AAPL"]
@@ -28,6 +29,17 @@ import Testing
     await quotes.flushChanges()
     #expect(printed.value == ["1 updated, 1 removed"])
     subscription.cancel()
+
+    let directory = TemporaryDirectory()  // the README uses URL.temporaryDirectory
+    let persistence = try PersistenceManager(
+      store: quotes, fileURL: directory.url.appending(path: "quotes.snapshot"))
+    let restored = try persistence.load()
+    persistence.saveInterval = .seconds(30)
+    try persistence.save()
+    #expect(restored == 0)
+    let reloaded = MemoryStore<String, Quote>()
+    #expect(try PersistenceManager(store: reloaded, fileURL: persistence.fileURL).load() == 3)
+    #expect(reloaded.allItems == quotes.allItems)
 
     #expect(aapl == Quote(bid: 231.40, ask: 231.45))
     #expect(pair.count == 2)
