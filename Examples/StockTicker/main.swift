@@ -1,8 +1,9 @@
 // StockTicker: a simulated market of 5 000 symbols kept in one MemoryStore.
 //
 // Several writer threads stream quote updates into the store while reader threads look quotes
-// up, as a trading screen would. A progress line prints every second; the run ends with a
-// summary of reads and writes per second.
+// up, as a trading screen would. The market is saved to a snapshot file every 2 seconds and
+// restored from it at the next start. A progress line prints every second; the run ends with a
+// summary of reads and writes per second, change batches, and save and load times.
 //
 //     swift run -c release StockTicker [--seconds N] [--writers N] [--readers N]
 
@@ -12,7 +13,7 @@ import MemoryStore
 import Synchronization
 
 /// One quote: the best bid and ask, and the volume traded so far.
-struct Quote: Sendable, Equatable {
+struct Quote: Codable, Sendable, Equatable {
   var bid: Double
   var ask: Double
   var volume: Int
@@ -42,8 +43,48 @@ struct Options {
 let options = Options(arguments: CommandLine.arguments)
 let symbols = (0..<5_000).map { "S" + String($0, radix: 36).uppercased() }
 let quotes = MemoryStore<String, Quote>(name: "quotes")
+
+// Restore the market the previous run saved, then list the symbols it did not have.
+let snapshotURL = FileManager.default.temporaryDirectory
+  .appendingPathComponent("StockTicker", isDirectory: true)
+  .appendingPathComponent("quotes.snapshot")
+let persistence: PersistenceManager<String, Quote>
+var loadMilliseconds = 0.0
+do {
+  persistence = try PersistenceManager(store: quotes, fileURL: snapshotURL, coder: .json)
+  let loadStart = DispatchTime.now()
+  let restored = try persistence.load()
+  loadMilliseconds = milliseconds(since: loadStart)
+  print(
+    restored > 0
+      ? "restored \(restored) quotes from \(snapshotURL.path) in \(format(loadMilliseconds)) ms"
+      : "no saved market at \(snapshotURL.path): opening a new one")
+} catch {
+  // A damaged file is moved aside by load(), so the next start begins afresh.
+  print("could not restore the market: \(error)")
+  exit(1)
+}
+let missing = symbols.filter { quotes[$0] == nil }
 quotes.addEntries(
-  Dictionary(uniqueKeysWithValues: symbols.map { ($0, Quote(bid: 100, ask: 100.05, volume: 0)) }))
+  Dictionary(uniqueKeysWithValues: missing.map { ($0, Quote(bid: 100, ask: 100.05, volume: 0)) }))
+
+// Auto-save every 2 seconds, in the background, while quotes change.
+persistence.saveInterval = .seconds(2)
+let autoSaves = Atomic<Int>(0)
+let lastSaveMicroseconds = Atomic<Int>(0)
+let saveOutcomes = persistence.saveOutcomes
+Task.detached {
+  for await outcome in saveOutcomes {
+    switch outcome.result {
+    case .success(let report):
+      autoSaves.wrappingAdd(1, ordering: .relaxed)
+      lastSaveMicroseconds.store(
+        Int(report.duration / .microseconds(1)), ordering: .relaxed)
+    case .failure(let error):
+      print("auto-save failed: \(error)")
+    }
+  }
+}
 
 // Subscribers get what changed as one batch per 250 ms, however many writes there were.
 quotes.notificationInterval = .milliseconds(250)
@@ -73,7 +114,7 @@ func spawn(_ body: @escaping @Sendable () -> Void) {
 
 for _ in 0..<options.writers {
   spawn {
-    var random = SystemRandomNumberGenerator()
+    var random = Xorshift()
     var done = 0
     while running.load(ordering: .relaxed) {
       for _ in 0..<1_000 {
@@ -93,7 +134,7 @@ for _ in 0..<options.writers {
 
 for _ in 0..<options.readers {
   spawn {
-    var random = SystemRandomNumberGenerator()
+    var random = Xorshift()
     var done = 0
     var volume = 0
     while running.load(ordering: .relaxed) {
@@ -129,6 +170,14 @@ Task.detached {  // detached: the main thread, which the main actor needs, is wa
 }
 flushed.wait()
 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+persistence.saveInterval = .zero
+let finalSave: SaveReport
+do {
+  finalSave = try persistence.save()
+} catch {
+  print("could not save the market: \(error)")
+  exit(1)
+}
 
 let snapshot = quotes.allItems
 let totalVolume = snapshot.values.reduce(0) { $0 + $1.volume }
@@ -139,8 +188,32 @@ print(
     writes:  \(writes.load(ordering: .relaxed)) (\(rate(writes.load(ordering: .relaxed))) per second)
     symbols: \(snapshot.count), total volume \(totalVolume)
     batches: \(batches.load(ordering: .relaxed)), reporting \(reportedSymbols.load(ordering: .relaxed)) symbol changes in all
+    saves:   \(autoSaves.load(ordering: .relaxed)) automatic, last \(format(Double(lastSaveMicroseconds.load(ordering: .relaxed)) / 1000)) ms; \
+  final \(finalSave.entryCount) quotes, \(finalSave.byteCount / 1024) KiB in \(format(finalSave.duration / .milliseconds(1))) ms
+    load:    \(format(loadMilliseconds)) ms at start
   """)
 subscription.cancel()
+
+/// xorshift64*: a few instructions per number, so the simulation measures the store rather
+/// than the random number generator (the system generator makes a system call per number).
+struct Xorshift: RandomNumberGenerator {
+  var state = UInt64.random(in: 1...UInt64.max)
+
+  mutating func next() -> UInt64 {
+    state ^= state >> 12
+    state ^= state << 25
+    state ^= state >> 27
+    return state &* 0x2545_F491_4F6C_DD1D
+  }
+}
+
+func milliseconds(since start: DispatchTime) -> Double {
+  Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e6
+}
+
+func format(_ value: Double) -> String {
+  String(format: "%.1f", value)
+}
 
 func rate(_ count: Int) -> String {
   String(format: "%.2f M", Double(count) / elapsed / 1e6)

@@ -175,7 +175,7 @@ extension MemoryStore {
 
   /// The read path while an overlay is active; `nil` if the state changed meanwhile (the
   /// caller then starts again). The caller is announced in the published copy.
-  @usableFromInline
+  @inlinable @inline(never)
   func _readThroughOverlay<R>(_ state: Int, _ body: (_ReadView<Key, Value>) -> R) -> R? {
     _helpFoldOverlay()
     _backlogLock.lock()
@@ -188,9 +188,15 @@ extension MemoryStore {
 
   /// If the write lock is free and so is the copy that held the overlay back, folds the
   /// overlay into that copy and publishes it. Never waits.
-  @usableFromInline @inline(never)
+  ///
+  /// Inlinable (though never inlined) so that it is specialised for the client's types: an
+  /// unspecialised fold looks up generic metadata on every call, and readers call it on every
+  /// read while an overlay is active.
+  @inlinable @inline(never)
   func _helpFoldOverlay() {
-    guard _writeLock.tryLock() else { return }
+    let hidden = (_state.load(ordering: .relaxed) & 1) ^ 1
+    // Cheap early exit while the reader that holds the overlay back is still there.
+    guard !_readers.hasReaders(in: hidden), _writeLock.tryLock() else { return }
     let caughtUp = _applyLocked(nil)
     _writeLock.unlock()
     withExtendedLifetime(caughtUp) {}
