@@ -37,7 +37,8 @@ import Foundation
 /// Thread safety: every method and property may be used from any thread. Saves may overlap;
 /// the file always ends up holding the newest of the snapshots they took. The coder runs on
 /// the thread that saves or loads (a background queue for auto-save), never while the manager
-/// or the store holds a lock, and may use the store. Use one manager per file.
+/// or the store holds a lock, and may read and write the store (but not save it: a save waits
+/// for the snapshot of the save in progress to be released). Use one manager per file.
 public final class PersistenceManager<
   Key: Hashable & Sendable & Codable, Value: Sendable & Codable
 >: Sendable {
