@@ -92,7 +92,7 @@ func runKillTest(_ options: KillTestOptions) -> Never {
     if reportedFailures <= 5 {
       print("  kill \(tally.kills): \(message)")
     } else if reportedFailures == 6 {
-      print("  (further failures are counted, not printed)")
+      print("  (further ones are counted, not printed)")
     }
   }
 
