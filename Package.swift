@@ -20,6 +20,11 @@ let package = Package(
       dependencies: ["MemoryStore"],
       path: "Benchmarks/MemoryStoreBenchmark"
     ),
+    .executableTarget(
+      name: "CrashHarness",
+      dependencies: ["MemoryStore"],
+      path: "Scripts/CrashHarness"
+    ),
   ],
   swiftLanguageModes: [.v6]
 )
