@@ -186,6 +186,9 @@ extension MemoryStore {
     return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer))
   }
 
+  /// The largest overlay a reader folds in (see ``_helpFoldOverlay()``).
+  @inlinable static var _readerFoldLimit: Int { 256 }
+
   /// If the write lock is free and so is the copy that held the overlay back, folds the
   /// overlay into that copy and publishes it. Never waits.
   ///
@@ -197,6 +200,13 @@ extension MemoryStore {
     let hidden = (_state.load(ordering: .relaxed) & 1) ^ 1
     // Cheap early exit while the reader that holds the overlay back is still there.
     guard !_readers.hasReaders(in: hidden), _writeLock.tryLock() else { return }
+    // A read folds only a small overlay, so that no read does work proportional to the writes
+    // made while a save held a copy: the save folds those in itself, or the next write does.
+    // (The overlay changes only under the write lock, which is held here.)
+    if _overlay.pointer.pointee.changes.count > Self._readerFoldLimit {
+      _writeLock.unlock()
+      return
+    }
     let caughtUp = _applyLocked(nil)
     _writeLock.unlock()
     withExtendedLifetime(caughtUp) {}
@@ -567,16 +577,22 @@ extension MemoryStore {
   /// Folds the overlay in and brings the hidden copy up to date, if no reader holds it.
   func _settle() {
     _writeLock.lock()
-    let folded = _applyLocked(nil)
+    let leftovers = _settleLocked()
+    _writeLock.unlock()
+    // Released only now: a value's deinit may use the store.
+    withExtendedLifetime(leftovers) {}
+  }
+
+  /// ``_settle()`` with the write lock held; returns what to release after unlocking.
+  func _settleLocked() -> (folded: _Leftovers<Key, Value>?, settled: _Leftovers<Key, Value>?) {
+    let folded = _applyLocked(nil).leftovers
     var settled: _Leftovers<Key, Value>?
     let state = _state.load(ordering: .relaxed)
     let hidden = (state & 1) ^ 1
     if state & 2 == 0 && _readers.becomesFree(hidden) {
       settled = _replayPendingLocked(on: _copies.pointer(hidden))
     }
-    _writeLock.unlock()
-    // Released only now: a value's deinit may use the store.
-    withExtendedLifetime((folded, settled)) {}
+    return (folded, settled)
   }
 }
 

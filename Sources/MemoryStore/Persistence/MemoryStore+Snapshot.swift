@@ -14,9 +14,10 @@ extension MemoryStore {
   ///
   /// The calling thread stays announced as a reader of the copy published at that instant
   /// until `body` returns, so that copy is neither modified nor copied: writers made meanwhile
-  /// go to the overlay, which readers consult, and the first write or read after `body`
-  /// returns folds the overlay in, in O(writes made meanwhile). `body` may run user code (an
-  /// encoder) and may read and write the store.
+  /// go to the overlay, which readers consult. When `body` returns, this thread folds the
+  /// overlay into both copies, in O(distinct keys written meanwhile), holding the write lock:
+  /// writers wait for it, readers do not. `body` may run user code (an encoder) and may read
+  /// and write the store.
   ///
   /// - Complexity: O(1) before `body` runs, unless an overlay left by another long reader must
   ///   be folded first: then the call waits until that reader leaves.
@@ -44,8 +45,14 @@ extension MemoryStore {
       usleep(100)
     }
     defer {
+      // Leave the copy and fold in the writes made meanwhile, both under the write lock, so
+      // that this thread (a save, in the background) does the fold rather than the next
+      // writer or reader. Writers wait for it; readers do not.
+      _writeLock.lock()
       counters[copy].wrappingSubtract(1, ordering: .releasing)
-      _helpFoldOverlay()
+      let leftovers = _settleLocked()
+      _writeLock.unlock()
+      withExtendedLifetime(leftovers) {}
     }
     return try body(_copies.pointer(copy).pointee, writeCount)
   }
