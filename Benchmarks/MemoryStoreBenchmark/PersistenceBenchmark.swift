@@ -456,13 +456,25 @@ struct WindowStats: Sendable {
   /// The writer, during the save: how many distinct keys it wrote (what the store set aside
   /// and must fold into both of its copies afterwards).
   var distinctKeys = 0
+  /// The three longest operations: when they started, and how long they took.
+  var longest: [(start: UInt64, nanos: UInt64)] = []
+  private var longestThreshold: UInt64 = 0
 
   @inline(__always)
-  mutating func record(_ nanos: UInt64) {
+  mutating func record(start: UInt64, _ nanos: UInt64) {
     if ops == 0 { firstNanos = nanos }
     ops += 1
     if nanos > maxNanos { maxNanos = nanos }
     if nanos >= 1_000_000 { slowOps += 1 }
+    if nanos > longestThreshold { keep(start: start, nanos) }
+  }
+
+  @inline(never)
+  private mutating func keep(start: UInt64, _ nanos: UInt64) {
+    longest.append((start, nanos))
+    longest.sort { $0.nanos > $1.nanos }
+    if longest.count > 3 { longest.removeLast() }
+    if longest.count == 3 { longestThreshold = longest[2].nanos }
   }
 }
 
@@ -499,7 +511,7 @@ func writerProbe(
     op &+= 1
     let start = clockNanos()
     store[keys[index]] = Quote.written(byOp: op)
-    stats[window].record(clockNanos() &- start)
+    stats[window].record(start: start, clockNanos() &- start)
     if window == ProbeWindow.duringSave.rawValue {
       writtenDuringSave[index >> 6] |= 1 << UInt64(index & 63)
     }
@@ -525,7 +537,7 @@ func readerProbe(
     let key = keys[Int(rng.next(below: bound))]
     let start = clockNanos()
     let quote = store[key]
-    stats[window].record(clockNanos() &- start)
+    stats[window].record(start: start, clockNanos() &- start)
     if let quote {
       stats[window].checksum &+= quote.volume
     } else {
@@ -542,7 +554,10 @@ struct BlockingResult {
   var fileBytes: Int
   var savedEntries: Int
   var saveNanos: UInt64
+  /// When `save()` returned.
+  var saveEnd: UInt64
   /// The main thread's write right after `save()` returned.
+  var firstWriteStart: UInt64
   var firstWriteNanos: UInt64
   /// Window lengths, by `ProbeWindow`.
   var windowNanos: [UInt64]
@@ -569,7 +584,7 @@ struct BlockingResult {
   }
 }
 
-/// How long the window after the save lasts.
+/// How long the window after the save lasts after the first write following the save returns.
 private let afterSaveNanos: UInt64 = 200_000_000
 
 private func sleepUntil(_ deadline: UInt64) {
@@ -649,11 +664,12 @@ func measureBlocking(entryCount: Int, directory: URL) throws -> BlockingResult {
   control.window.store(ProbeWindow.afterSave.rawValue, ordering: .relaxed)
   let firstWriteStart = clockNanos()
   store[keys[0]] = Quote(bid: 1, ask: 1.05, volume: 1)
-  let firstWriteNanos = clockNanos() - firstWriteStart
+  let firstWriteEnd = clockNanos()
+  let firstWriteNanos = firstWriteEnd - firstWriteStart
   cpu[ProbeWindow.afterSave.rawValue] = CPUSnapshot.now()
   let saveNanos = saveEnd - saveStart
   windowNanos[ProbeWindow.duringSave.rawValue] = saveNanos
-  sleepUntil(saveEnd + afterSaveNanos)
+  sleepUntil(firstWriteEnd + afterSaveNanos)
 
   progress("persistence: control windows of \(fixed(millis(saveNanos), 0)) ms, no save")
   let idleStart = enter(.idleControl)
@@ -671,7 +687,8 @@ func measureBlocking(entryCount: Int, directory: URL) throws -> BlockingResult {
 
   return BlockingResult(
     entryCount: entryCount, coderName: chosen.name, fileBytes: report.byteCount,
-    savedEntries: report.entryCount, saveNanos: saveNanos, firstWriteNanos: firstWriteNanos,
+    savedEntries: report.entryCount, saveNanos: saveNanos, saveEnd: saveEnd,
+    firstWriteStart: firstWriteStart, firstWriteNanos: firstWriteNanos,
     windowNanos: windowNanos, othersShare: othersShare, writer: control.stats(for: "writer"),
     reader: control.stats(for: "reader"), finalCount: store.count)
 }
@@ -699,6 +716,9 @@ func printBlocking(_ result: BlockingResult) {
     "- control windows as long as the save, no save running: the main thread idle (sleeping), "
       + "then the main thread busy spinning (the same CPU contention as a save on "
       + "\(ProcessInfo.processInfo.activeProcessorCount) cores, without the store)")
+  print(
+    "- CPUs used by others: the share of all CPU time (`/proc/stat`) not used by this process; "
+      + "the save's share also covers the first write after it")
   print("")
   print(
     "| window | ms | writes | write Mops/s | max write µs | writes >= 1 ms | reads "
@@ -706,7 +726,7 @@ func printBlocking(_ result: BlockingResult) {
   print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   let rows: [(ProbeWindow, String)] = [
     (.duringSave, "during the save"),
-    (.afterSave, "after the save (>= \(afterSaveNanos / 1_000_000) ms)"),
+    (.afterSave, "after the save (until \(afterSaveNanos / 1_000_000) ms after the first write)"),
     (.idleControl, "no save, main thread idle"),
     (.busyControl, "no save, main thread spinning"),
   ]
@@ -720,6 +740,26 @@ func printBlocking(_ result: BlockingResult) {
         + "| \(micros(reader.maxNanos)) | \(reader.slowOps) "
         + "| \(shareText(result.othersShare[window.rawValue])) |")
   }
+  print("")
+  func offset(_ time: UInt64) -> String {
+    let millis = (Double(time) - Double(result.saveEnd)) / 1e6
+    return (millis >= 0 ? "+" : "") + fixed(millis, 1)
+  }
+  var longest = [
+    "main thread's first write: \(micros(result.firstWriteNanos)) µs at "
+      + "\(offset(result.firstWriteStart)) ms"
+  ]
+  for (window, name) in [(ProbeWindow.duringSave, "during"), (.afterSave, "after")] {
+    for (role, stats) in [("writer", result.writer), ("reader", result.reader)] {
+      let items = stats[window.rawValue].longest.map {
+        "\(micros($0.nanos)) µs at \(offset($0.start)) ms"
+      }
+      longest.append("\(role) \(name): " + items.joined(separator: ", "))
+    }
+  }
+  print("The longest operations during and after the save (start relative to the save's end):")
+  print("")
+  for line in longest { print("- \(line)") }
   print("")
   print("Throughput during the save over the same window length without a save:")
   print("")
