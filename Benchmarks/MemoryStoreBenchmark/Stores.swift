@@ -6,7 +6,7 @@ import MemoryStore
 import Synchronization
 
 /// The value stored under every key.
-struct Quote: Sendable, Equatable {
+struct Quote: Sendable, Equatable, Codable {
   var bid: Double
   var ask: Double
   var volume: Int

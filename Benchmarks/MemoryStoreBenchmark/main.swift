@@ -1,15 +1,24 @@
 // MemoryStoreBenchmark: MemoryStore against four baselines (a plain Dictionary, a YMCache-style
 // GCD store, NSLock around a Dictionary, and NSCache), all in one process, on the same 10 000
-// keys and the same pre-generated access pattern. Prints Markdown tables, throughput ratios and
-// the performance targets, MET or NOT MET. Always build with optimisation:
+// keys and the same pre-generated access pattern; then persistence: PersistenceManager's save
+// and load for each snapshot coder against raw JSONEncoder / JSONDecoder, and how long a save
+// of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios and the
+// performance targets, MET or NOT MET. Always build with optimisation:
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
 //         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
+//         [--persistence-only | --skip-persistence]
 //
-// Each store x workload is calibrated (warm-up, then an op count so that one repetition takes
-// about 0.25 s), repeated (5 times by default) on a fresh pre-populated store each time, and
-// reported as the median. `--quick` aims at 0.03 s per repetition and 3 repetitions, for CI.
+// Throughput: each store x workload is calibrated (warm-up, then an op count so that one
+// repetition takes about 0.25 s), repeated (5 times by default) on a fresh pre-populated store
+// each time, and reported as the median. `--quick` aims at 0.03 s per repetition and 3
+// repetitions, for CI.
+//
+// Persistence (after the throughput section, see PersistenceBenchmark.swift): 100 000 entries
+// saved and loaded 5 times, medians reported, then the blocking measurement on 1 000 000
+// entries; `--quick` uses 10 000 entries and 3 repetitions and skips the blocking measurement.
+//
 // The exit code is 0 whether or not the targets are met: this is a measurement, not a test.
 
 import Foundation
@@ -19,15 +28,22 @@ struct Options {
   var runs: Int?
   var workloads = Workload.allCases
   var stores = StoreKind.allCases
+  var persistenceOnly = false
+  var skipPersistence = false
 
   static let usage = """
     usage: MemoryStoreBenchmark [--quick] [--runs N] [--workloads LIST] [--stores LIST]
-      --quick            about 0.03 s per repetition and 3 repetitions (for CI)
-      --runs N           repetitions per store and workload (default 5, or 3 with --quick)
+                                [--persistence-only | --skip-persistence]
+      --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
+                         with 10000 entries and no blocking measurement
+      --runs N           repetitions per store and workload, and per persistence measurement
+                         (default 5, or 3 with --quick)
       --workloads LIST   comma-separated subset of: \
     \(Workload.allCases.map(\.rawValue).joined(separator: ","))
       --stores LIST      comma-separated subset of: \
     \(StoreKind.allCases.map(\.rawValue).joined(separator: ","))
+      --persistence-only run only the persistence section
+      --skip-persistence run only the throughput section
     """
 
   struct UsageError: Error {
@@ -63,12 +79,19 @@ struct Options {
         workloads = try Self.list(try value(), option: name)
       case "--stores":
         stores = try Self.list(try value(), option: name)
+      case "--persistence-only":
+        persistenceOnly = true
+      case "--skip-persistence":
+        skipPersistence = true
       case "--help", "-h":
         print(Self.usage)
         exit(0)
       default:
         throw UsageError(message: "unknown argument '\(argument)'")
       }
+    }
+    if persistenceOnly && skipPersistence {
+      throw UsageError(message: "--persistence-only and --skip-persistence exclude each other")
     }
   }
 
@@ -100,15 +123,7 @@ do {
   exit(64)
 }
 
-let plan = MeasurementPlan(
-  runs: options.runs ?? (options.quick ? 3 : 5), targetSeconds: options.quick ? 0.03 : 0.25)
-let seed: UInt64 = 0x4D65_6D53_746F_7265
 let runStart = monotonicNanos()
-let fixture = Fixture(seed: seed)
-let sanity = fixture.pattern.sanityCheck(
-  keyCount: fixture.keys.count, shortestPrefix: plan.minOps)
-let keysAreSmall =
-  Set(fixture.keys).count == KeySpace.count && fixture.keys.allSatisfy { $0.utf8.count == 7 }
 
 print("# MemoryStore benchmark")
 print("")
@@ -126,44 +141,67 @@ print(
 #else
   print("- build: release (optimised)")
 #endif
-print(
-  "- mode: \(options.quick ? "quick" : "default"), \(plan.runs) repetitions per cell, "
-    + "median reported; about \(fixed(plan.targetSeconds, 2)) s per repetition, "
-    + "N per lane calibrated within \(plan.minOps)...\(plan.maxOps)")
-print(
-  "- keys: \(fixture.keys.count) distinct String keys \(fixture.keys[0])...\(fixture.keys.last!)"
-    + (keysAreSmall ? ", 7 UTF-8 bytes each" : " (NOT all distinct 7-byte keys)")
-    + "; values: Quote (bid, ask, volume), \(MemoryLayout<Quote>.size) bytes")
-print(
-  "- access pattern: SplitMix64, seed 0x\(String(seed, radix: 16)), "
-    + "\(AccessPattern.laneCount) lanes x \(AccessPattern.length) ops, uniform keys, "
-    + "write mark on \(fixture.pattern.writePercent)% (mixed2); same prefixes for every store")
-for line in sanity.lines { print("  - \(line)") }
-print("- stores:")
-for store in options.stores { print("  - \(store.rawValue): \(store.summary)") }
-print("")
+let sections =
+  options.persistenceOnly
+  ? "persistence only" : options.skipPersistence ? "throughput only" : "throughput, persistence"
+print("- sections: \(sections)")
 
-guard sanity.passed && keysAreSmall else {
-  print("The access pattern failed its sanity check; nothing was measured.")
-  exit(1)
+if !options.persistenceOnly {
+  let plan = MeasurementPlan(
+    runs: options.runs ?? (options.quick ? 3 : 5), targetSeconds: options.quick ? 0.03 : 0.25)
+  let seed: UInt64 = 0x4D65_6D53_746F_7265
+  let fixture = Fixture(seed: seed)
+  let sanity = fixture.pattern.sanityCheck(
+    keyCount: fixture.keys.count, shortestPrefix: plan.minOps)
+  let keysAreSmall =
+    Set(fixture.keys).count == KeySpace.count && fixture.keys.allSatisfy { $0.utf8.count == 7 }
+
+  print(
+    "- mode: \(options.quick ? "quick" : "default"), \(plan.runs) repetitions per cell, "
+      + "median reported; about \(fixed(plan.targetSeconds, 2)) s per repetition, "
+      + "N per lane calibrated within \(plan.minOps)...\(plan.maxOps)")
+  print(
+    "- keys: \(fixture.keys.count) distinct String keys \(fixture.keys[0])...\(fixture.keys.last!)"
+      + (keysAreSmall ? ", 7 UTF-8 bytes each" : " (NOT all distinct 7-byte keys)")
+      + "; values: Quote (bid, ask, volume), \(MemoryLayout<Quote>.size) bytes")
+  print(
+    "- access pattern: SplitMix64, seed 0x\(String(seed, radix: 16)), "
+      + "\(AccessPattern.laneCount) lanes x \(AccessPattern.length) ops, uniform keys, "
+      + "write mark on \(fixture.pattern.writePercent)% (mixed2); same prefixes for every store")
+  for line in sanity.lines { print("  - \(line)") }
+  print("- stores:")
+  for store in options.stores { print("  - \(store.rawValue): \(store.summary)") }
+  print("")
+
+  guard sanity.passed && keysAreSmall else {
+    print("The access pattern failed its sanity check; nothing was measured.")
+    exit(1)
+  }
+
+  let jobs = options.workloads.flatMap { workload in
+    options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }.map { (workload, $0) }
+  }
+  var measurements: [Measurement] = []
+  for (number, (workload, store)) in jobs.enumerated() {
+    let result = measure(store, workload, fixture: fixture, plan: plan)
+    measurements.append(result)
+    var line =
+      "[\(number + 1)/\(jobs.count)] \(workload.rawValue) \(store.rawValue): "
+      + "N \(result.opsPerLane), \(fixed(result.nanosPerOp, 1)) ns/op, "
+      + "\(fixed(result.mops, 2)) Mops/s"
+    if workload == .rw { line += ", reader \(fixed(result.readerMops, 2)) Mops/s" }
+    progress(line)
+  }
+
+  Report(measurements: measurements, plan: plan).printAll()
+} else {
+  print("")
 }
 
-let jobs = options.workloads.flatMap { workload in
-  options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }.map { (workload, $0) }
-}
-var measurements: [Measurement] = []
-for (number, (workload, store)) in jobs.enumerated() {
-  let result = measure(store, workload, fixture: fixture, plan: plan)
-  measurements.append(result)
-  var line =
-    "[\(number + 1)/\(jobs.count)] \(workload.rawValue) \(store.rawValue): "
-    + "N \(result.opsPerLane), \(fixed(result.nanosPerOp, 1)) ns/op, "
-    + "\(fixed(result.mops, 2)) Mops/s"
-  if workload == .rw { line += ", reader \(fixed(result.readerMops, 2)) Mops/s" }
-  progress(line)
+if !options.skipPersistence {
+  runPersistenceBenchmark(plan: PersistencePlan(quick: options.quick, runs: options.runs))
 }
 
-Report(measurements: measurements, plan: plan).printAll()
 let elapsed = Double(monotonicNanos() - runStart) / 1e9
 print("Total time: \(fixed(elapsed, 1)) s.")
 #if DEBUG
