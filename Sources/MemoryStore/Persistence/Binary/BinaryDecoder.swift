@@ -402,35 +402,35 @@ private final class _BinaryDecoder: Decoder {
 
   func readInteger<T: FixedWidthInteger>(_ type: T.Type, _ start: Int, _ end: Int) throws -> T {
     var position = start + 1
-    let result: T?
-    let number: any BinaryInteger
     switch try tag(start, end, for: T.self) {
     case _BinaryFormat.intTag:
       let raw = try varint(&position, limit: end)
       let value = Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
-      result = T(exactly: value)
-      number = value
+      if let result = T(exactly: value) { return result }
+      throw outOfRange(value, T.self, at: start)
     case _BinaryFormat.uintTag:
       let value = try varint(&position, limit: end)
-      result = T(exactly: value)
-      number = value
+      if let result = T(exactly: value) { return result }
+      throw outOfRange(value, T.self, at: start)
     case _BinaryFormat.int128Tag:
       try checkFixed(start, end, size: 16)
       let value = Int128(truncatingIfNeeded: fixed128(position))
-      result = T(exactly: value)
-      number = value
+      if let result = T(exactly: value) { return result }
+      throw outOfRange(value, T.self, at: start)
     case _BinaryFormat.uint128Tag:
       try checkFixed(start, end, size: 16)
       let value = fixed128(position)
-      result = T(exactly: value)
-      number = value
+      if let result = T(exactly: value) { return result }
+      throw outOfRange(value, T.self, at: start)
     case let tag:
       throw mismatch(T.self, tag: tag, at: start)
     }
-    guard let result else {
-      throw _BinaryFault.corrupted(start, "The number \(number) does not fit in \(T.self)")
-    }
-    return result
+  }
+
+  private func outOfRange(
+    _ value: some BinaryInteger, _ type: Any.Type, at offset: Int
+  ) -> _BinaryFault {
+    _BinaryFault.corrupted(offset, "The number \(value) does not fit in \(type)")
   }
 
   func readDouble(_ start: Int, _ end: Int) throws -> Double {
@@ -508,18 +508,19 @@ private final class _BinaryDecoder: Decoder {
 
   /// Reads a value of a type for which `isPrimitive` holds.
   private func readPrimitive<T>(_ type: T.Type, _ start: Int, _ end: Int) throws -> T {
-    let value: Any =
-      if T.self == String.self { try readString(start, end) }
-      else if T.self == Double.self { try readDouble(start, end) }
-      else if T.self == Int.self { try readInteger(Int.self, start, end) }
-      else if T.self == Bool.self { try readBool(start, end) }
-      else if T.self == Data.self { try readData(start, end) }
-      else if T.self == Float.self { try readFloat(start, end) }
-      else if T.self == Int64.self { try readInteger(Int64.self, start, end) }
-      else if T.self == UInt64.self { try readInteger(UInt64.self, start, end) }
-      else { try readInteger(UInt8.self, start, end) }
-    // The value read has type T, so the cast succeeds.
-    guard let value = value as? T else {
+    // Each `as? T` follows a check that T is the very type of the value, so it succeeds.
+    let value: T? =
+      if T.self == String.self { try readString(start, end) as? T }
+      else if T.self == Double.self { try readDouble(start, end) as? T }
+      else if T.self == Int.self { try readInteger(Int.self, start, end) as? T }
+      else if T.self == Bool.self { try readBool(start, end) as? T }
+      else if T.self == Data.self { try readData(start, end) as? T }
+      else if T.self == Float.self { try readFloat(start, end) as? T }
+      else if T.self == Int64.self { try readInteger(Int64.self, start, end) as? T }
+      else if T.self == UInt64.self { try readInteger(UInt64.self, start, end) as? T }
+      else if T.self == UInt8.self { try readInteger(UInt8.self, start, end) as? T }
+      else { nil }
+    guard let value else {
       throw _BinaryFault.corrupted(start, "Cannot read \(T.self) as a primitive")
     }
     return value

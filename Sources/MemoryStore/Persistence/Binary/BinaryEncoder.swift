@@ -448,8 +448,9 @@ private final class _BinaryEncodingState {
     }
     let fill = open[slot.index].fill
     switch (kind, fill) {
-    case (.keyed, .empty), (.unkeyed, .empty):
-      // An empty slot has nothing above it: the container goes right here.
+    case (.keyed, .empty) where slot.index == open.count - 1,
+      (.unkeyed, .empty) where slot.index == open.count - 1:
+      // The container goes right here (an empty slot has nothing above it).
       let ref = pushContainer(kind, path: .none)
       if ref.index >= 0 {
         open[slot.index].fill = kind == .keyed ? .keyed(id: ref.id) : .unkeyed(id: ref.id)
@@ -526,8 +527,9 @@ private final class _BinaryEncodingState {
   /// Counts an element written to an unkeyed container.
   @inline(__always)
   func didAppendElement(to ref: _BinaryEntryRef) {
-    // `willWrite(ref)` preceded, so `ref` is open and its index valid.
-    open[ref.index].count += 1
+    // `willWrite(ref)` preceded, so `ref` is open unless a value's `encode(to:)` misused the
+    // containers, which `endSlot` reports.
+    if isOpen(ref) { open[ref.index].count += 1 }
   }
 
   /// The element count of an unkeyed container, or nil once it is closed.
