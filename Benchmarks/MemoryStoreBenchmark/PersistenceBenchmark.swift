@@ -20,7 +20,7 @@ import Synchronization
 /// targets compare their files with its file.
 let persistenceCoders: [(name: String, coder: any SnapshotCoder)] = [
   ("json", JSONSnapshotCoder()),
-  // + ("binary", BinarySnapshotCoder())
+  ("binary", BinarySnapshotCoder()),
 ]
 
 /// How much the persistence section measures.

@@ -51,7 +51,7 @@ let snapshotURL = FileManager.default.temporaryDirectory
 let persistence: PersistenceManager<String, Quote>
 var loadMilliseconds = 0.0
 do {
-  persistence = try PersistenceManager(store: quotes, fileURL: snapshotURL, coder: .json)
+  persistence = try PersistenceManager(store: quotes, fileURL: snapshotURL, coder: .binary)
   let loadStart = DispatchTime.now()
   let restored = try persistence.load()
   loadMilliseconds = milliseconds(since: loadStart)

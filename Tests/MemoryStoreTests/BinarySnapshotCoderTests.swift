@@ -38,19 +38,19 @@ import Testing
   }
 
   @Test func emptyDictionary() throws {
-    let empty: [String: Quote] = [:]
+    let empty: [String: SampleQuote] = [:]
     let payload = try coder.encode(empty)
     #expect(payload.count == 3)  // Version, no strings, no entries.
-    #expect(try coder.decode(payload, as: [String: Quote].self).isEmpty)
+    #expect(try coder.decode(payload, as: [String: SampleQuote].self).isEmpty)
   }
 
   @Test func quotes() throws {
-    let quotes = Quote.sample(count: 1_000)
+    let quotes = SampleQuote.sample(count: 1_000)
     #expect(try roundTrip(quotes) == quotes)
   }
 
   @Test func payloadIsSmallerThanJSON() throws {
-    let quotes = Quote.sample(count: 1_000)
+    let quotes = SampleQuote.sample(count: 1_000)
     let binary = try coder.encode(quotes)
     let json = try JSONEncoder().encode(quotes)
     #expect(binary.count < json.count)
@@ -221,7 +221,7 @@ import Testing
   @Test func everyKindOfContainer() throws {
     let values = Containers.sample
     #expect(try roundTrip(["c": values]) == ["c": values])
-    let wrapped = ["w": Wrapper(quote: Quote(bid: 1, ask: 2, volume: 3))]
+    let wrapped = ["w": Wrapper(quote: SampleQuote(bid: 1, ask: 2, volume: 3))]
     #expect(try roundTrip(wrapped)["w"]?.quote == wrapped["w"]?.quote)
     #expect(try roundTrip(["m": Meters(value: 4.5)]) == ["m": Meters(value: 4.5)])
   }
@@ -237,13 +237,13 @@ import Testing
     let values = ["r": Reversed(a: 1, b: "two", c: [3], d: 4.5)]
     #expect(try roundTrip(values) == values)
     // And a type that writes in one order reads in another.
-    let written = try coder.encode(["q": Quote(bid: 1, ask: 2, volume: 3)])
+    let written = try coder.encode(["q": SampleQuote(bid: 1, ask: 2, volume: 3)])
     let read = try coder.decode(written, as: [String: ReversedQuote].self)
     #expect(read["q"] == ReversedQuote(volume: 3, ask: 2, bid: 1))
   }
 
   @Test func absentKeys() throws {
-    let payload = try coder.encode(["a": Quote(bid: 1, ask: 2, volume: 3)])
+    let payload = try coder.encode(["a": SampleQuote(bid: 1, ask: 2, volume: 3)])
     let probe = try #require(try coder.decode(payload, as: [String: Probe].self)["a"])
     #expect(probe.containsBid)
     #expect(!probe.containsMissing)
@@ -254,7 +254,7 @@ import Testing
 
   @Test func aMissingKeyThrowsKeyNotFound() throws {
     let payload = [UInt8](try coder.encode(["a": Named(name: "n")]))
-    let error = decodingError(payload, as: Quote.self)
+    let error = decodingError(payload, as: SampleQuote.self)
     guard case .keyNotFound(let key, let context) = error else {
       Issue.record("expected keyNotFound, got \(String(describing: error))")
       return
@@ -475,14 +475,14 @@ import Testing
 
   @Test func concurrentCallsShareOneCoder() async throws {
     let coder = self.coder
-    let quotes = Quote.sample(count: 200)
+    let quotes = SampleQuote.sample(count: 200)
     let expected = try coder.encode(quotes)
     try await withThrowingTaskGroup(of: Bool.self) { group in
       for _ in 0..<8 {
         group.addTask {
           let payload = try coder.encode(quotes)
-          return try coder.decode(payload, as: [String: Quote].self) == quotes
-            && coder.decode(expected, as: [String: Quote].self) == quotes
+          return try coder.decode(payload, as: [String: SampleQuote].self) == quotes
+            && coder.decode(expected, as: [String: SampleQuote].self) == quotes
         }
       }
       for try await matched in group {
@@ -511,17 +511,17 @@ private func varint(_ value: UInt64) -> [UInt8] {
 
 // MARK: - Test types
 
-private struct Quote: Codable, Hashable {
+private struct SampleQuote: Codable, Hashable {
   var bid: Double
   var ask: Double
   var volume: Int
 
-  static func sample(count: Int) -> [String: Quote] {
+  static func sample(count: Int) -> [String: SampleQuote] {
     var random = SplitMix64(seed: 42)
-    var quotes: [String: Quote] = [:]
+    var quotes: [String: SampleQuote] = [:]
     for index in 0..<count {
       let bid = Double(Int.random(in: 100...100_000, using: &random)) / 100
-      quotes["SYM\(10_000 + index)"] = Quote(
+      quotes["SYM\(10_000 + index)"] = SampleQuote(
         bid: bid, ask: bid + 0.01, volume: Int.random(in: 0...1_000_000, using: &random))
     }
     return quotes
@@ -617,7 +617,7 @@ private struct FoundationValues: Codable, Equatable {
 /// A value of every shape at once, for the round-trip, truncation and fuzz tests.
 private enum Sample {
   struct Value: Codable, Equatable {
-    var quote: Quote
+    var quote: SampleQuote
     var shapes: [Shape]
     var optionals: Optionals
     var keys: Keys
@@ -628,7 +628,7 @@ private enum Sample {
 
   static let sample: [String: Value] = [
     "first": Value(
-      quote: Quote(bid: 1.25, ask: 1.5, volume: 100),
+      quote: SampleQuote(bid: 1.25, ask: 1.5, volume: 100),
       shapes: [.circle(radius: 1), .labeled(name: "é", tags: ["t"], inner: .rect(1, 2))],
       optionals: Optionals(int: 5, nested: .some(nil), list: [1, nil], inner: Named(name: "i")),
       keys: Keys(
@@ -636,7 +636,7 @@ private enum Sample {
         uuids: [UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)): "u"]),
       containers: .sample, matrix: [[1, 2], [], [.infinity]], text: "😀 text"),
     "second": Value(
-      quote: Quote(bid: -1, ask: 0, volume: -5), shapes: [],
+      quote: SampleQuote(bid: -1, ask: 0, volume: -5), shapes: [],
       optionals: Optionals(int: nil, nested: nil, list: nil, inner: nil),
       keys: Keys(strings: [:], ints: [:], points: [:], colors: [:], uuids: [:]),
       containers: .sample, matrix: [], text: ""),
@@ -791,12 +791,12 @@ private struct Containers: Codable, Equatable {
 
 /// A struct encoded through a single value container.
 private struct Wrapper: Codable {
-  var quote: Quote
+  var quote: SampleQuote
 
-  init(quote: Quote) { self.quote = quote }
+  init(quote: SampleQuote) { self.quote = quote }
 
   init(from decoder: any Decoder) throws {
-    quote = try decoder.singleValueContainer().decode(Quote.self)
+    quote = try decoder.singleValueContainer().decode(SampleQuote.self)
   }
 
   func encode(to encoder: any Encoder) throws {
@@ -850,14 +850,14 @@ private struct Reversed: Codable, Equatable {
   }
 }
 
-/// Quote's fields, declared (and so decoded) in another order.
+/// SampleQuote's fields, declared (and so decoded) in another order.
 private struct ReversedQuote: Codable, Equatable {
   var volume: Int
   var ask: Double
   var bid: Double
 }
 
-/// Reads a Quote's payload, asking for keys that are and are not there.
+/// Reads a SampleQuote's payload, asking for keys that are and are not there.
 private struct Probe: Decodable {
   var containsBid: Bool
   var containsMissing: Bool

@@ -13,10 +13,12 @@ import Testing
 /// The coders every round trip runs with.
 enum CoderChoice: String, CaseIterable, Sendable, CustomTestStringConvertible {
   case json
+  case binary
 
   var coder: any SnapshotCoder {
     switch self {
     case .json: JSONSnapshotCoder()
+    case .binary: BinarySnapshotCoder()
     }
   }
 
