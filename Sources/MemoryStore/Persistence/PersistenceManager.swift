@@ -17,8 +17,10 @@ import Foundation
 /// A save writes the store's contents at one instant, as if every write were paused there.
 /// It takes that snapshot in O(1), without copying the store, and encodes it with no lock held:
 /// meanwhile, readers and writers go on, and writes are set aside in a small overlay that
-/// readers consult (reads are somewhat slower while a save encodes). No write after a save
-/// pays a copy of the store.
+/// readers consult (reads are somewhat slower while a save encodes). When the snapshot is
+/// written, the saving thread folds those writes in, holding the store's write lock for a time
+/// proportional to the distinct keys written during the save: writers wait for it, readers do
+/// not. No write pays a copy of the store.
 ///
 /// ## Crash safety
 /// The snapshot is written to a temporary file (mode 0600) in the same directory, flushed to
