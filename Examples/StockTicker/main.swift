@@ -49,9 +49,14 @@ let snapshotURL = FileManager.default.temporaryDirectory
   .appendingPathComponent("StockTicker", isDirectory: true)
   .appendingPathComponent("quotes.snapshot")
 let persistence: PersistenceManager<String, Quote>
-var loadMilliseconds = 0.0
 do {
   persistence = try PersistenceManager(store: quotes, fileURL: snapshotURL, coder: .binary)
+} catch {
+  print("cannot keep a snapshot at \(snapshotURL.path): \(error)")
+  exit(1)
+}
+var loadMilliseconds = 0.0
+do {
   let loadStart = DispatchTime.now()
   let restored = try persistence.load()
   loadMilliseconds = milliseconds(since: loadStart)
@@ -60,9 +65,8 @@ do {
       ? "restored \(restored) quotes from \(snapshotURL.path) in \(format(loadMilliseconds)) ms"
       : "no saved market at \(snapshotURL.path): opening a new one")
 } catch {
-  // A damaged file is moved aside by load(), so the next start begins afresh.
-  print("could not restore the market: \(error)")
-  exit(1)
+  // load() moved the unusable file aside (error.movedTo) and left the store empty: start afresh.
+  print("could not restore the market, opening a new one: \(error)")
 }
 let missing = symbols.filter { quotes[$0] == nil }
 quotes.addEntries(
