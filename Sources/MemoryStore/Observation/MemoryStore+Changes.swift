@@ -123,7 +123,8 @@ extension MemoryStore {
     }
   }
 
-  /// Logs a single-key write that changed the store (write lock held).
+  /// Logs a single-key write that changed the store (write lock held), and counts it in the
+  /// store's write count, which the persistence manager compares to skip unchanged saves.
   ///
   /// - Returns: What to do after unlocking, if anything.
   @inlinable @inline(__always)

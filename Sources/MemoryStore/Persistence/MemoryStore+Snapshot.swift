@@ -21,7 +21,9 @@ extension MemoryStore {
   ///
   /// - Complexity: O(1) before `body` runs, unless an overlay left by another long reader must
   ///   be folded first: then the call waits until that reader leaves.
-  func _withSnapshot<R>(_ body: ([Key: Value], UInt64) throws -> R) rethrows -> R {
+  func _withSnapshot<R, E: Error>(
+    _ body: ([Key: Value], UInt64) throws(E) -> R
+  ) throws(E) -> R {
     let counters = _readers.countersForCurrentThread()
     var copy = 0
     var writeCount: UInt64 = 0

@@ -215,15 +215,8 @@ public final class PersistenceManager<
     let start = ContinuousClock.now
     let result = Result { () throws(PersistenceError) -> SaveReport in
       let policy = encodingFailurePolicy
-      let encoded: _Encoded
-      do {
-        encoded = try store._withSnapshot { entries, writeCount in
-          try _encode(entries, writeCount: writeCount, policy: policy)
-        }
-      } catch let error as PersistenceError {
-        throw error
-      } catch {
-        preconditionFailure("_encode throws only PersistenceError")
+      let encoded = try store._withSnapshot { (entries, writeCount) throws(PersistenceError) in
+        try _encode(entries, writeCount: writeCount, policy: policy)
       }
       try _write(encoded)
       return SaveReport(
@@ -407,6 +400,7 @@ public final class PersistenceManager<
 
   /// Verifies and decodes a snapshot file's contents.
   func _decode(_ bytes: [UInt8]) throws(PersistenceError) -> [Key: Value] {
+    // `withUnsafeBytes` rethrows untyped: carry the typed rejection out in a `Result`.
     let checked = bytes.withUnsafeBytes { file in
       Result { () throws(_SnapshotFile.Rejection) in
         try _SnapshotFile.verify(file, formatName: coder.formatName)
