@@ -9,7 +9,11 @@ let package = Package(
   ],
   targets: [
     .target(name: "MemoryStore"),
-    .testTarget(name: "MemoryStoreTests", dependencies: ["MemoryStore"]),
+    .testTarget(
+      name: "MemoryStoreTests",
+      dependencies: ["MemoryStore"],
+      resources: [.copy("Fixtures")]
+    ),
     .executableTarget(
       name: "StockTicker",
       dependencies: ["MemoryStore"],

@@ -291,12 +291,12 @@ func hostileFixtures() throws -> [Fixture] {
       payloadLength: UInt64(json.count), payloadChecksum: FixtureFormat.checksum(json)) + json)
 
   // Payloads with a valid header that must not decode.
-  let deepJSON = "{\"a\":" + String(repeating: "[", count: 100_000)
-    + String(repeating: "]", count: 100_000) + "}"
+  let deepJSON = "{\"a\":" + String(repeating: "[", count: 10_000)
+    + String(repeating: "]", count: 10_000) + "}"
   add(
-    "json-deep-arrays.snapshot", "json", "decodingFailed", "arrays nested 100 000 deep",
+    "json-deep-arrays.snapshot", "json", "decodingFailed", "arrays nested 10 000 deep",
     framed("json", Array(deepJSON.utf8)))
-  let treeLevels = 2_000
+  let treeLevels = 1_000
   let deepTreeJSON = "{\"a\":"
     + String(repeating: "{\"label\":\"x\",\"children\":[", count: treeLevels)
     + "{\"label\":\"x\",\"children\":[]}" + String(repeating: "]}", count: treeLevels) + "}"
@@ -325,10 +325,10 @@ func hostileFixtures() throws -> [Fixture] {
     framed("json", [], count: 0))
 
   let deepArrays = BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
-    + BinaryPayload.deepArrays(levels: 100_000)
+    + BinaryPayload.deepArrays(levels: 10_000)
   add(
     "binary-deep-arrays.snapshot", "binary", "decodingFailed",
-    "unkeyed containers nested 100 000 deep", framed("binary", deepArrays))
+    "unkeyed containers nested 10 000 deep", framed("binary", deepArrays))
   let deepTree = BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
     + BinaryPayload.deepTree(levels: treeLevels)
   add(
