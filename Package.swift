@@ -29,6 +29,11 @@ let package = Package(
       dependencies: ["MemoryStore"],
       path: "Scripts/CrashHarness"
     ),
+    .executableTarget(
+      name: "ReliabilityStress",
+      dependencies: ["MemoryStore"],
+      path: "Scripts/ReliabilityStress"
+    ),
   ],
   swiftLanguageModes: [.v6]
 )
