@@ -70,10 +70,11 @@ struct HostileFixtureTests {
 
   @Test(arguments: fixtures)
   func eachFixtureLoadsOrFailsAsTheManifestSays(_ fixture: Fixture) throws {
-    let bytes = try Data(contentsOf: Self.directory.appending(path: fixture.name))
+    let fixtureURL = Self.directory.appending(path: fixture.name)
+    let bytes = try #require(FileManager.default.bytes(at: fixtureURL))
     let temporary = TemporaryDirectory()
     let file = temporary.file()
-    try bytes.write(to: file)
+    try Data(bytes).write(to: file)
     let store = MemoryStore<String, FixtureTree>()
     store["kept"] = Self.kept
     let persistence = try Self.manager(store, file, coder: fixture.coder)
@@ -90,7 +91,7 @@ struct HostileFixtureTests {
     #expect(store.allItems == ["kept": Self.kept])
     // The file is kept, moved aside, byte for byte.
     let movedTo = try #require(error.movedTo)
-    #expect(FileManager.default.contents(atPath: movedTo.path) == bytes)
+    #expect(FileManager.default.bytes(at: movedTo) == bytes)
     #expect(!FileManager.default.fileExists(atPath: file.path))
   }
 
@@ -115,11 +116,12 @@ struct HostileFixtureTests {
   /// and at exactly the maximum it loads.
   @Test func maximumFileSizeIsInclusiveAndCheckedFirst() throws {
     let fixture = try #require(Self.fixtures.first { $0.name == "valid-json.snapshot" })
-    let bytes = try Data(contentsOf: Self.directory.appending(path: fixture.name))
+    let fixtureURL = Self.directory.appending(path: fixture.name)
+    let bytes = try #require(FileManager.default.bytes(at: fixtureURL))
     let temporary = TemporaryDirectory()
     let file = temporary.file()
 
-    try bytes.write(to: file)
+    try Data(bytes).write(to: file)
     let refused = MemoryStore<String, FixtureTree>()
     let small = try Self.manager(refused, file, coder: "json")
     small.maximumFileSize = bytes.count - 1
@@ -127,7 +129,7 @@ struct HostileFixtureTests {
     #expect(error.kind == .fileTooLarge)
     #expect(refused.isEmpty)
 
-    try bytes.write(to: file)
+    try Data(bytes).write(to: file)
     let accepted = MemoryStore<String, FixtureTree>()
     let exact = try Self.manager(accepted, file, coder: "json")
     exact.maximumFileSize = bytes.count
