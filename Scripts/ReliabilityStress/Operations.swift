@@ -30,7 +30,11 @@ struct Operation: Sendable {
   }
 }
 
-/// The mix. Weights are relative.
+/// The mix. Weights are relative. An eviction pass, for example, is one more line:
+///
+///     Operation("purge", weight: 5, disturbs: true, removesPartially: true) {
+///       $0.context.store.purgeEvictableItems(context: .manual(nil))
+///     },
 let operations: [Operation] = [
   Operation("get", weight: 3_000) { $0.get() },
   Operation("set", weight: 1_500) { $0.set() },
