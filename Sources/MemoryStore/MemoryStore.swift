@@ -92,6 +92,26 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   let _hub: _ChangeHub<Key, Value>
   /// The source of time for everything that happens on an interval.
   @usableFromInline let _scheduler: any StoreScheduler
+  /// The scheduler's time at creation: policy times are nanoseconds since then.
+  let _origin: ContinuousClock.Instant
+  /// Whether writes go through the eviction policy. Set once, under the write lock, never
+  /// cleared; writers read it before locking to read the clock outside the lock, and again
+  /// under the lock.
+  @usableFromInline let _policyActive: Atomic<Bool>
+  /// The eviction policy's bookkeeping; guarded by `_writeLock`.
+  let _policy: _UnsafeBox<_Policy<Key>>
+  /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
+  /// expires. Written under the write lock before the write that needs it is published.
+  @usableFromInline let _nextExpiry: Atomic<Int64>
+  /// The address of the recency table reads update, or 0 (see `_RecencyTable`).
+  @usableFromInline let _recencyTable: Atomic<Int>
+  /// The current second since creation, plus one, for reads to record; 0 while no decider
+  /// needs read times.
+  @usableFromInline let _readTick: Atomic<UInt32>
+  /// The eviction decider given at creation.
+  let _evictionDecider: EvictionDecider?
+  /// Serialises purges, so that the decider never runs concurrently with itself.
+  let _purgeGate: _PurgeGate
 
   /// Creates an empty store.
   ///
@@ -103,9 +123,21 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   ///   - name: A name for diagnostics; it has no effect on behaviour.
   ///   - scheduler: The source of time for interval behaviour such as change batches. The
   ///     default uses real time; tests pass a ``ManualScheduler``.
-  public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
+  public convenience init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
+    self.init(name: name, scheduler: scheduler, decider: nil)
+  }
+
+  init(name: String?, scheduler: some StoreScheduler, decider: EvictionDecider?) {
     self.name = name
     _scheduler = scheduler
+    _origin = scheduler.now
+    _policyActive = Atomic(false)
+    _policy = _UnsafeBox(_Policy())
+    _nextExpiry = Atomic(.max)
+    _recencyTable = Atomic(0)
+    _readTick = Atomic(0)
+    _evictionDecider = decider
+    _purgeGate = _PurgeGate()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
@@ -134,6 +166,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _overlay.deallocate()
     _creationLock.deallocate()
     _creations.deallocate()
+    _policy.pointer.pointee.table.deallocate()
+    _policy.deallocate()
   }
 }
 
@@ -147,6 +181,8 @@ extension MemoryStore {
   /// a writer wait for this very reader.
   @inlinable @inline(__always)
   func _withReadAccess<R>(_ body: (_ReadView<Key, Value>) -> R) -> R {
+    // No entry visible to this read has expired at the instant it starts.
+    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
     let counters = _readers.countersForCurrentThread()
     var state = _state.load(ordering: .relaxed)
     while true {
@@ -218,7 +254,14 @@ extension MemoryStore {
   func _perform(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> (changed: Bool, previous: Value?) {
+    if _policyActive.load(ordering: .relaxed) {
+      return _performWithPolicy(operation, reason: reason)
+    }
     _writeLock.lock()
+    if _policyActive.load(ordering: .relaxed) {
+      _writeLock.unlock()
+      return _performWithPolicy(operation, reason: reason)
+    }
     let followUp =
       _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
     let result = _applyLocked(operation)
@@ -236,7 +279,14 @@ extension MemoryStore {
   /// pending single-key write to replay and no overlay, touches only concrete values.
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
+    if _policyActive.load(ordering: .relaxed) {
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
     _writeLock.lock()
+    if _policyActive.load(ordering: .relaxed) {
+      _writeLock.unlock()
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
     let state = _state.load(ordering: .relaxed)
     let hidden = (state & 1) ^ 1
     guard state & 2 == 0, _pending.pointer.pointee.second == nil,
@@ -426,7 +476,9 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      _withReadAccess { $0.value(forKey: key) }
+      let value = _withReadAccess { $0.value(forKey: key) }
+      _recordLookup(key, found: value != nil)
+      return value
     }
     set {
       if let newValue {
@@ -486,7 +538,7 @@ extension MemoryStore {
   public func values(forKeys keys: some Sequence<Key>) -> [Key: Value] {
     // Iterate the caller's sequence before entering the read: it is user code.
     let keys = Array(keys)
-    return _withReadAccess { view in
+    let result = _withReadAccess { view in
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
       for key in keys {
@@ -494,6 +546,8 @@ extension MemoryStore {
       }
       return result
     }
+    for key in keys { _recordLookup(key, found: result[key] != nil) }
+    return result
   }
 }
 
@@ -631,7 +685,7 @@ extension MemoryStore {
   func _createValue(forKey key: Key, _ makeValue: () throws -> Value) rethrows -> Value {
     while true {
       _creationLock.lock()
-      if let value = self[key] {
+      if let value = _withReadAccess({ $0.value(forKey: key) }) {
         _creationLock.unlock()
         return value
       }
