@@ -65,7 +65,7 @@ struct _Policy<Key: Hashable> {
       records.values[index] = _EntryRecord(
         writtenAt: now, expiresAt: expiresAt, cost: cost, version: version, slot: old.slot)
       if expiresAt != .max { scheduleExpiry(key, at: expiresAt) }
-      table.touchOnWrite(key, isNew: false)
+      table.touchOnWrite(key)
       return false
     }
     let slot: Int
@@ -80,7 +80,7 @@ struct _Policy<Key: Hashable> {
       writtenAt: now, expiresAt: expiresAt, cost: cost, version: version, slot: slot)
     totalCost += cost
     if expiresAt != .max { scheduleExpiry(key, at: expiresAt) }
-    table.touchOnWrite(key, isNew: true)
+    table.touchOnWrite(key)
     return true
   }
 
@@ -291,12 +291,12 @@ struct _RecencyTable {
     return Self.slot(in: base, index: key.hashValue & mask)
   }
 
-  /// A write gives its key one reference; a new key also starts with no read time.
-  func touchOnWrite(_ key: some Hashable, isNew: Bool) {
+  /// A write gives its key at least one reference. (A new key keeps the read time of a key
+  /// that shares its slot: it may appear read more recently than it was, never less.)
+  func touchOnWrite(_ key: some Hashable) {
     guard let slot = slot(for: key) else { return }
     let value = slot.pointee.load(ordering: .relaxed)
-    let updated = isNew ? 1 : max(value & 3, 1) | (value & ~3)
-    if updated != value { slot.pointee.store(updated, ordering: .relaxed) }
+    if value & 3 == 0 { slot.pointee.store(value | 1, ordering: .relaxed) }
   }
 
   /// Lowers the key's counter if it is above zero; returns whether it was.
