@@ -93,13 +93,13 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The source of time for everything that happens on an interval.
   @usableFromInline let _scheduler: any StoreScheduler
   /// The scheduler's time at creation: policy times are nanoseconds since then.
-  let _origin: ContinuousClock.Instant
+  @usableFromInline let _origin: ContinuousClock.Instant
   /// Whether writes go through the eviction policy. Set once, under the write lock, never
   /// cleared; writers read it before locking to read the clock outside the lock, and again
   /// under the lock.
   @usableFromInline let _policyActive: Atomic<Bool>
   /// The eviction policy's bookkeeping; guarded by `_writeLock`.
-  let _policy: _UnsafeBox<_Policy<Key>>
+  @usableFromInline let _policy: _UnsafeBox<_Policy<Key>>
   /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
   /// expires. Written under the write lock before the write that needs it is published.
   @usableFromInline let _nextExpiry: Atomic<Int64>

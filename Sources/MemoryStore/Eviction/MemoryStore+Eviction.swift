@@ -262,7 +262,7 @@ extension MemoryStore {
 
   /// Removes the entries that have expired by now, before a read (or a save) looks at the
   /// store.
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   func _expireBeforeRead() {
     let now = _clockNanos()
     while _nextExpiry.load(ordering: .acquiring) <= now {
@@ -274,6 +274,7 @@ extension MemoryStore {
   }
 
   /// The store as readers see it, for code holding the write lock.
+  @inlinable
   func _lockedView() -> _ReadView<Key, Value> {
     let state = _state.load(ordering: .relaxed)
     return _ReadView(
@@ -285,24 +286,27 @@ extension MemoryStore {
 
 extension MemoryStore {
   /// The most expired entries one write removes; the rest go with the next reads or writes.
-  static var _expiryChunk: Int { 4_096 }
+  @inlinable static var _expiryChunk: Int { 4_096 }
   /// The most entries a purge judges, or a trim evicts, per critical section.
-  static var _purgeChunk: Int { 512 }
+  @inlinable static var _purgeChunk: Int { 512 }
 
   /// What a write through the policy leaves for the caller to do after unlocking.
+  @usableFromInline
   struct _PolicyOutcome {
-    var changed = false
-    var previous: Value?
-    var leftovers: _Leftovers<Key, Value>?
-    var followUp: _TrackingFollowUp?
+    @usableFromInline var changed = false
+    @usableFromInline var previous: Value?
+    @usableFromInline var leftovers: _Leftovers<Key, Value>?
+    @usableFromInline var followUp: _TrackingFollowUp?
     /// Arm the expiry timer for this deadline.
-    var armSweepAt: Int64?
+    @usableFromInline var armSweepAt: Int64?
     /// The entries removed at the caller's request (a purge's), when it asked for them.
-    var removed: [Key: Value] = [:]
+    @usableFromInline var removed: [Key: Value] = [:]
+
+    @inlinable init() {}
   }
 
   /// Performs `operation` through the policy, activating it first if needed.
-  @usableFromInline
+  @inlinable
   func _performWithPolicy(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason, cost: Int = 0,
     timeToLive: Duration? = nil
@@ -320,6 +324,7 @@ extension MemoryStore {
   }
 
   /// Starts keeping records for every entry (write lock held). O(*n*) the first time.
+  @inlinable
   func _activatePolicyLocked(now: Int64, needsRecency: Bool) {
     let policy = _policy.pointer
     if !_policyActive.load(ordering: .relaxed) {
@@ -334,6 +339,7 @@ extension MemoryStore {
   }
 
   /// Gives reads a recency table with room for the current entries (write lock held).
+  @inlinable
   func _reserveRecencyLocked() {
     let policy = _policy.pointer
     if policy.pointee.table.base != nil
@@ -350,6 +356,7 @@ extension MemoryStore {
   /// entries, applies `operation`, removes the `requested` entries whose value is still the
   /// judged one, and evicts to stay within the limits (times `trimFraction`), all as one
   /// atomic write, logged for change batches with each key's reason.
+  @inlinable
   func _policyWriteLocked(
     now: Int64, operation: _WriteOperation<Key, Value>?, reason: ChangeReason = .write,
     cost: Int = 0, timeToLive: Duration? = nil,
@@ -362,7 +369,7 @@ extension MemoryStore {
     // 1. Expired entries, earliest first, a bounded number per write.
     var expired = policy.pointee.takeExpired(now: now, limit: Self._expiryChunk)
     func expireIfDue(_ key: Key) {
-      if policy.pointee.isExpired(key, now: now) {
+      if policy.pointee.expiringCount > 0 && policy.pointee.isExpired(key, now: now) {
         policy.pointee.remove(key)
         expired.append(key)
       }
@@ -442,7 +449,7 @@ extension MemoryStore {
     let earlier = min(nextExpiry, _nextExpiry.load(ordering: .relaxed))
     _nextExpiry.store(earlier, ordering: .relaxed)
     let result = _applyLocked(
-      .compound(expired: expired, operation, evicted: evicted.map(\.key)))
+      .compound(expired: expired, operation, evicted: evicted.map { $0.key }))
     _nextExpiry.store(nextExpiry, ordering: .releasing)
     if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
     outcome.changed = result.changed
@@ -454,6 +461,7 @@ extension MemoryStore {
   }
 
   /// Logs a write through the policy for change batches (write lock held, before applying).
+  @inlinable
   func _logPolicyWriteLocked(
     view: _ReadView<Key, Value>, expired: [Key], operation: _WriteOperation<Key, Value>?,
     insertApplies: Bool, evicted: [(key: Key, reason: EvictionReason)], reason: ChangeReason
@@ -497,6 +505,7 @@ extension MemoryStore {
   }
 
   /// Does, after unlocking, what a write through the policy left to do.
+  @inlinable
   func _finishPolicyWrite(_ outcome: _PolicyOutcome, now: Int64) {
     // Released only now: a value's deinit may use the store.
     withExtendedLifetime(outcome.leftovers) {}
@@ -509,6 +518,7 @@ extension MemoryStore {
   }
 
   /// The expiry timer: removes what has expired and arms the timer for the next expiry.
+  @usableFromInline
   func _expiryTimerFired(_ deadline: Int64) {
     _writeLock.withLock {
       if _policy.pointer.pointee.sweepArmedFor == deadline {
@@ -658,6 +668,7 @@ extension MemoryStore {
 
 extension MemoryStore {
   /// The scheduler's time, in nanoseconds since the store was created.
+  @inlinable
   func _clockNanos() -> Int64 {
     (_scheduler.now - _origin).nanoseconds
   }
@@ -674,6 +685,7 @@ extension MemoryStore {
 
 extension Duration {
   /// The duration in nanoseconds, saturating at the bounds of `Int64`.
+  @inlinable
   var nanoseconds: Int64 {
     let (seconds, attoseconds) = components
     let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
@@ -683,6 +695,7 @@ extension Duration {
 }
 
 extension Int64 {
+  @inlinable
   func addingSaturating(_ other: Int64) -> Int64 {
     let (sum, overflow) = addingReportingOverflow(other)
     if overflow { return other < 0 ? .min : .max }

@@ -1,16 +1,26 @@
 import Synchronization
 
 /// What the policy knows about one entry. Times are nanoseconds since the store's origin.
+@usableFromInline
 struct _EntryRecord {
-  var writtenAt: Int64
+  @usableFromInline var writtenAt: Int64
   /// `Int64.max`: never.
-  var expiresAt: Int64
-  var cost: Int
+  @usableFromInline var expiresAt: Int64
+  @usableFromInline var cost: Int
   /// The policy's write counter when the value was written: tells a purge whether the value
   /// it judged is still the one stored.
-  var version: UInt64
+  @usableFromInline var version: UInt64
   /// The entry's position in the clock ring.
-  var slot: Int
+  @usableFromInline var slot: Int
+
+  @inlinable
+  init(writtenAt: Int64, expiresAt: Int64, cost: Int, version: UInt64, slot: Int) {
+    self.writtenAt = writtenAt
+    self.expiresAt = expiresAt
+    self.cost = cost
+    self.version = version
+    self.slot = slot
+  }
 }
 
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the
@@ -22,40 +32,44 @@ struct _EntryRecord {
 /// counter of each entry it passes and evicts the first whose counter is 0. A key read often
 /// survives up to three sweeps of the hand, so, on skewed workloads, the policy keeps hot keys
 /// better than strict LRU, which drops a hot key after a single scan of cold ones.
+@usableFromInline
 struct _Policy<Key: Hashable> {
-  var records: [Key: _EntryRecord] = [:]
+  @usableFromInline var records: [Key: _EntryRecord] = [:]
   /// Keys by slot; `nil` marks a free slot.
-  var ring: ContiguousArray<Key?> = []
-  var freeSlots: [Int] = []
-  var hand = 0
-  var totalCost = 0
-  var version: UInt64 = 0
+  @usableFromInline var ring: ContiguousArray<Key?> = []
+  @usableFromInline var freeSlots: [Int] = []
+  @usableFromInline var hand = 0
+  @usableFromInline var totalCost = 0
+  @usableFromInline var version: UInt64 = 0
   /// 0: no limit.
-  var countLimit = 0
-  var costLimit = 0
-  var defaultTimeToLive: Duration?
+  @usableFromInline var countLimit = 0
+  @usableFromInline var costLimit = 0
+  @usableFromInline var defaultTimeToLive: Duration?
   /// A min-heap of deadlines; entries whose record no longer has that deadline are stale.
-  var expiries: [(deadline: Int64, key: Key)] = []
-  var expiringCount = 0
+  @usableFromInline var expiries: [(deadline: Int64, key: Key)] = []
+  @usableFromInline var expiringCount = 0
   /// Purges in progress: the ring is not compacted while one walks it.
-  var purgesRunning = 0
-  var evictions = StoreStatistics.Evictions()
+  @usableFromInline var purgesRunning = 0
+  @usableFromInline var evictions = StoreStatistics.Evictions()
   /// The deadline the expiry timer is armed for, if any.
-  var sweepArmedFor: Int64?
-  var memoryPressure = MemoryPressurePolicy()
-  var evictionInterval: Duration = .zero
+  @usableFromInline var sweepArmedFor: Int64?
+  @usableFromInline var memoryPressure = MemoryPressurePolicy()
+  @usableFromInline var evictionInterval: Duration = .zero
   /// Bumped when the interval changes, so a superseded timer does nothing.
-  var intervalGeneration: UInt64 = 0
-  var isTicking = false
+  @usableFromInline var intervalGeneration: UInt64 = 0
+  @usableFromInline var isTicking = false
   /// The recency table readers update, if eviction needs recency.
-  var table = _RecencyTable()
+  @usableFromInline var table = _RecencyTable()
 
-  var hasLimits: Bool { countLimit > 0 || costLimit > 0 }
+  @usableFromInline init() {}
+
+  @inlinable var hasLimits: Bool { countLimit > 0 || costLimit > 0 }
 
   // MARK: Records
 
   /// Records a write of `key`; returns whether the key is new.
   @discardableResult
+  @inlinable
   mutating func write(_ key: Key, now: Int64, cost: Int, expiresAt: Int64) -> Bool {
     version &+= 1
     if let index = records.index(forKey: key) {
@@ -65,6 +79,9 @@ struct _Policy<Key: Hashable> {
       records.values[index] = _EntryRecord(
         writtenAt: now, expiresAt: expiresAt, cost: cost, version: version, slot: old.slot)
       if expiresAt != .max { scheduleExpiry(key, at: expiresAt) }
+      // Rewriting a key is a use of it; inserting one is not: a key inserted and never read
+      // again is the first to go (it sits just behind the hand, so it has a full turn to be
+      // read), which keeps one-time keys from pushing out the ones read often.
       table.touchOnWrite(key)
       return false
     }
@@ -80,12 +97,12 @@ struct _Policy<Key: Hashable> {
       writtenAt: now, expiresAt: expiresAt, cost: cost, version: version, slot: slot)
     totalCost += cost
     if expiresAt != .max { scheduleExpiry(key, at: expiresAt) }
-    table.touchOnWrite(key)
     return true
   }
 
   /// Forgets `key`; returns whether it was recorded.
   @discardableResult
+  @inlinable
   mutating func remove(_ key: Key) -> Bool {
     guard let record = records.removeValue(forKey: key) else { return false }
     totalCost -= record.cost
@@ -95,6 +112,7 @@ struct _Policy<Key: Hashable> {
     return true
   }
 
+  @inlinable
   mutating func removeAll() {
     version &+= 1
     records = [:]
@@ -108,6 +126,7 @@ struct _Policy<Key: Hashable> {
 
   /// Rebuilds the ring without free slots when more than half of it is free and no purge
   /// walks it. Amortised O(1) per removal.
+  @inlinable
   mutating func compactIfSparse() {
     guard purgesRunning == 0, freeSlots.count > 1_024, freeSlots.count * 2 > ring.count else {
       return
@@ -125,6 +144,7 @@ struct _Policy<Key: Hashable> {
 
   // MARK: Expiry
 
+  @inlinable
   mutating func scheduleExpiry(_ key: Key, at deadline: Int64) {
     expiringCount += 1
     expiries.append((deadline, key))
@@ -135,6 +155,7 @@ struct _Policy<Key: Hashable> {
   }
 
   /// The earliest deadline of a recorded entry, or `Int64.max`.
+  @inlinable
   mutating func nextExpiry() -> Int64 {
     while let top = expiries.first {
       if records[top.key]?.expiresAt == top.deadline { return top.deadline }
@@ -144,6 +165,7 @@ struct _Policy<Key: Hashable> {
   }
 
   /// Removes and returns up to `limit` keys whose deadline is at or before `now`.
+  @inlinable
   mutating func takeExpired(now: Int64, limit: Int) -> [Key] {
     var keys: [Key] = []
     while keys.count < limit, let top = expiries.first, top.deadline <= now {
@@ -157,11 +179,13 @@ struct _Policy<Key: Hashable> {
   }
 
   /// Whether `key` is recorded with a deadline at or before `now`.
+  @inlinable
   func isExpired(_ key: Key, now: Int64) -> Bool {
     guard let record = records[key] else { return false }
     return record.expiresAt <= now
   }
 
+  @inlinable
   mutating func rebuildExpiries() {
     expiries = records.compactMap { key, record in
       record.expiresAt == .max ? nil : (record.expiresAt, key)
@@ -169,7 +193,8 @@ struct _Policy<Key: Hashable> {
     expiries.sort { $0.deadline < $1.deadline }  // A sorted array is a valid min-heap.
   }
 
-  private mutating func popExpiry() {
+  @inlinable
+  mutating func popExpiry() {
     let last = expiries.removeLast()
     guard !expiries.isEmpty else { return }
     expiries[0] = last
@@ -186,7 +211,8 @@ struct _Policy<Key: Hashable> {
     }
   }
 
-  private mutating func siftUp(_ start: Int) {
+  @inlinable
+  mutating func siftUp(_ start: Int) {
     var index = start
     while index > 0 {
       let parent = (index - 1) / 2
@@ -199,6 +225,7 @@ struct _Policy<Key: Hashable> {
   // MARK: Eviction order
 
   /// Whether the store is above `fraction` of its limits.
+  @inlinable
   func isOverLimits(fraction: Double = 1) -> EvictionReason? {
     if countLimit > 0 && Double(records.count) > Double(countLimit) * fraction {
       return .countLimit
@@ -207,27 +234,35 @@ struct _Policy<Key: Hashable> {
     return nil
   }
 
+  /// The most entries the hand passes to find one victim: a bound on the work of one write,
+  /// whatever the counters (a full table of counters at 3 would otherwise take three turns).
+  @inlinable static var maximumHandSteps: Int { 256 }
+
   /// The next entry the clock hand evicts, skipping `protected` unless nothing else is left;
   /// the caller removes it.
+  ///
+  /// The hand lowers each counter it passes and stops at the first entry whose counter is 0.
+  /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
+  /// the lowest counter among them (the first such), so one eviction is O(1) at worst.
+  @inlinable
   mutating func nextVictim(protecting protected: Key? = nil) -> Key? {
     guard !records.isEmpty else { return nil }
     if let protected, records.count == 1, records[protected] != nil { return protected }
-    // Every counter is at most 3, so four turns of the hand always find a victim.
-    var steps = 4 * ring.count + 1
-    while steps > 0 {
-      steps -= 1
+    var fallback: (key: Key, counter: UInt32)?
+    var steps = 0
+    // Free slots are skipped without counting; at most one free slot per record plus the
+    // compaction slack exists, so the loop ends.
+    while steps < Self.maximumHandSteps {
       if hand >= ring.count { hand = 0 }
       let slot = hand
       hand += 1
       guard let key = ring[slot], key != protected else { continue }
-      if table.lowerCounter(of: key) { continue }
-      return key
+      steps += 1
+      let counter = table.lowerCounter(of: key)
+      if counter == 0 { return key }
+      if fallback.map({ counter < $0.counter }) ?? true { fallback = (key, counter) }
     }
-    // Readers kept raising the counters: take the entry under the hand.
-    for offset in 0..<ring.count {
-      if let key = ring[(hand + offset) % ring.count], key != protected { return key }
-    }
-    return nil
+    return fallback?.key
   }
 }
 
@@ -238,17 +273,21 @@ struct _Policy<Key: Hashable> {
 /// one; the old one stays allocated until the store is freed, because a reader may still be
 /// using it (it is at most as large as all later ones together, so memory stays within twice
 /// the current table).
+@usableFromInline
 struct _RecencyTable {
   /// Layout: the slot mask (an `Int`), then `mask + 1` slots of `Atomic<UInt32>`.
-  private(set) var base: UnsafeMutableRawPointer?
-  private(set) var mask = 0
-  var retired: [UnsafeMutableRawPointer] = []
+  @usableFromInline var base: UnsafeMutableRawPointer?
+  @usableFromInline var mask = 0
+  @usableFromInline var retired: [UnsafeMutableRawPointer] = []
 
-  static var headerSize: Int { MemoryLayout<Int>.stride }
+  @usableFromInline init() {}
 
-  var slotCount: Int { base == nil ? 0 : mask + 1 }
+  @inlinable static var headerSize: Int { MemoryLayout<Int>.stride }
+
+  @inlinable var slotCount: Int { base == nil ? 0 : mask + 1 }
 
   /// Allocates a table of `slots` (a power of two) initialised from the current one.
+  @inlinable
   static func allocate(slots: Int, from old: UnsafeMutableRawPointer?, oldMask: Int)
     -> UnsafeMutableRawPointer
   {
@@ -266,6 +305,7 @@ struct _RecencyTable {
   }
 
   @inline(__always)
+  @inlinable
   static func slot(in base: UnsafeMutableRawPointer, index: Int)
     -> UnsafeMutablePointer<Atomic<UInt32>>
   {
@@ -275,6 +315,7 @@ struct _RecencyTable {
 
   /// Grows the table to at least four slots per entry for `entries`; returns the new base to
   /// publish, if it changed.
+  @inlinable
   mutating func reserve(forEntries entries: Int) -> UnsafeMutableRawPointer? {
     var slots = max(1_024, slotCount)
     while slots < 4 * entries { slots <<= 1 }
@@ -286,6 +327,7 @@ struct _RecencyTable {
     return new
   }
 
+  @inlinable
   func slot(for key: some Hashable) -> UnsafeMutablePointer<Atomic<UInt32>>? {
     guard let base else { return nil }
     return Self.slot(in: base, index: key.hashValue & mask)
@@ -293,27 +335,31 @@ struct _RecencyTable {
 
   /// A write gives its key at least one reference. (A new key keeps the read time of a key
   /// that shares its slot: it may appear read more recently than it was, never less.)
+  @inlinable
   func touchOnWrite(_ key: some Hashable) {
     guard let slot = slot(for: key) else { return }
     let value = slot.pointee.load(ordering: .relaxed)
     if value & 3 == 0 { slot.pointee.store(value | 1, ordering: .relaxed) }
   }
 
-  /// Lowers the key's counter if it is above zero; returns whether it was.
-  func lowerCounter(of key: some Hashable) -> Bool {
-    guard let slot = slot(for: key) else { return false }
+  /// Lowers the key's counter if it is above zero; returns the counter before.
+  @inlinable
+  func lowerCounter(of key: some Hashable) -> UInt32 {
+    guard let slot = slot(for: key) else { return 0 }
     let value = slot.pointee.load(ordering: .relaxed)
-    guard value & 3 != 0 else { return false }
+    guard value & 3 != 0 else { return 0 }
     slot.pointee.store(value - 1, ordering: .relaxed)
-    return true
+    return value & 3
   }
 
   /// The second of the key's last read (1-based), or 0.
+  @inlinable
   func lastReadTick(of key: some Hashable) -> UInt32 {
     guard let slot = slot(for: key) else { return 0 }
     return slot.pointee.load(ordering: .relaxed) >> 2
   }
 
+  @inlinable
   func deallocate() {
     for table in retired + (base.map { [$0] } ?? []) {
       let slots = table.load(as: Int.self) + 1
