@@ -53,6 +53,24 @@ import Synchronization
 /// for await batch in quotes.changes { print(batch.updated, batch.removed) }
 /// ```
 ///
+/// ## Eviction, limits and expiry
+///
+/// A store can remove entries on its own: an eviction decider run by
+/// ``purgeEvictableItems(context:)``, every ``evictionInterval`` and on
+/// ``handleMemoryPressure(_:)``; a ``countLimit`` and a ``costLimit`` enforced by every write,
+/// least recently used first in approximation (CLOCK); and a time to live per entry
+/// (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change
+/// batches with their ``ChangeReason``, and ``statistics`` counts them:
+///
+/// ```swift
+/// let sessions = MemoryStore<String, Session>(name: "sessions")
+/// sessions.countLimit = 10_000
+/// sessions.defaultTimeToLive = .seconds(1_800)
+/// ```
+///
+/// A store without these pays nothing for them but one relaxed atomic load per read and one
+/// per write; see <doc:Eviction>.
+///
 /// ## Lifetime
 ///
 /// Writes are applied before their call returns, so no write is ever pending: when the last

@@ -213,3 +213,55 @@ extension StoreContractTests {
     }
   }
 }
+
+extension StoreContractTests {
+  /// Evictions and expiries keep every other guarantee: batches rebuild the store, and the
+  /// overlay path (a reader holding a copy) enforces the same limits.
+  @Suite("Eviction: with batches and the overlay") struct EvictionInvariants {
+    @Test(arguments: [false, true])
+    func aMirrorBuiltFromBatchesEqualsTheStoreThroughEvictionsAndExpiries(parked: Bool) async {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<Int, Int>(scheduler: scheduler) { key, _, _ in key % 7 == 0 }
+      store.notificationInterval = .milliseconds(100)
+      store.countLimit = 40
+      store.costLimit = 300
+      let collector = BatchCollector<Int, Int>()
+      let subscription = store.observe { collector.append($0) }
+      var random = SplitMix64(seed: parked ? 11 : 12)
+      func step(_ index: Int) {
+        let key = random.below(120)
+        switch index % 9 {
+        case 0: store.setValue(index, forKey: key, timeToLive: .milliseconds(random.below(400) + 1))
+        case 1: store.setValue(index, forKey: key, cost: random.below(30))
+        case 2: store.removeValue(forKey: key)
+        case 3: store.addEntries([key: index, key + 1: index])
+        case 4: _ = store[key]
+        case 5: if index % 45 == 5 { store.purgeEvictableItems() }
+        case 6: if index % 90 == 6 { store.handleMemoryPressure(.warning) }
+        case 7: scheduler.advance(by: .milliseconds(random.below(60)))
+        default: store[key] = index
+        }
+      }
+      for index in 0..<1_500 {
+        if parked && index % 50 == 0 {
+          store._withReaderParked { for inner in 0..<20 { step(index + inner) } }
+        } else {
+          step(index)
+        }
+      }
+      await store.flush()
+      await store.flushChanges()
+      var mirror: [Int: Int] = [:]
+      for batch in collector.batches { batch.apply(to: &mirror) }
+      #expect(collector.isContiguous)
+      #expect(mirror == store.allItems)
+      #expect(store.count <= 40)
+      #expect(store.statistics.totalCost <= 300)
+      #expect(store._policyMismatch() == nil)
+      let reasons = Set(collector.batches.flatMap { batch in batch.removed.compactMap { batch.reason(forKey: $0) } })
+      #expect(reasons.contains(.expired))
+      #expect(reasons.contains(.evictedByCountLimit) || reasons.contains(.evictedByCostLimit))
+      subscription.cancel()
+    }
+  }
+}
