@@ -207,7 +207,8 @@ struct ProbeResult {
   var sortedSample: [UInt64] = []
 
   var p999: UInt64 {
-    sortedSample.isEmpty ? 0 : sortedSample[min(sortedSample.count - 1, sortedSample.count * 999 / 1000)]
+    sortedSample.isEmpty
+      ? 0 : sortedSample[min(sortedSample.count - 1, sortedSample.count * 999 / 1000)]
   }
 }
 
@@ -232,7 +233,11 @@ func probeWhile(
         // Keys above the store's range: the writer never touches what the work judges.
         let key = keySpace + Int(random.next(below: 10_000))
         let before = monotonicNanos()
-        if lane == 0 { store[key] = key } else { _ = store[Int(random.next(below: UInt32(keySpace)))] }
+        if lane == 0 {
+          store[key] = key
+        } else {
+          _ = store[Int(random.next(below: UInt32(keySpace)))]
+        }
         let elapsed = monotonicNanos() - before
         result.maxNanos = max(result.maxNanos, elapsed)
         result.operations += 1

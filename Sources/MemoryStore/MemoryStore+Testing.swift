@@ -79,7 +79,9 @@ extension MemoryStore {
         return "the policy has no record of \(key)"
       }
       let cost = policy.records.values.reduce(0) { $0 + $1.cost }
-      if cost != policy.totalCost { return "total cost \(policy.totalCost), records sum to \(cost)" }
+      if cost != policy.totalCost {
+        return "total cost \(policy.totalCost), records sum to \(cost)"
+      }
       let ringKeys = policy.ring.compactMap { $0 }
       if ringKeys.count != policy.records.count {
         return "the ring holds \(ringKeys.count) keys for \(policy.records.count) records"

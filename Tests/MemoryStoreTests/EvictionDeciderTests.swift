@@ -120,7 +120,8 @@ extension StoreContractTests {
       #expect(calls.all.isEmpty)
       scheduler.advance(by: .seconds(1))
       #expect(calls.keys == ["a", "b"])
-      #expect(calls.all.allSatisfy { if case .interval = $0.context.trigger { true } else { false } })
+      #expect(
+        calls.all.allSatisfy { if case .interval = $0.context.trigger { true } else { false } })
       #expect(store.allItems == ["a": 1])
       // And again one period later.
       store["c"] = 3
@@ -239,7 +240,9 @@ extension StoreContractTests {
         if let value = final[key] {
           #expect(value == rounds, "key \(key) holds \(value), not the last write")
         } else {
-          #expect(lastEvicted.contains(Pair(key: key, value: rounds)), "the last write of \(key) was lost")
+          #expect(
+            lastEvicted.contains(Pair(key: key, value: rounds)), "the last write of \(key) was lost"
+          )
         }
       }
     }

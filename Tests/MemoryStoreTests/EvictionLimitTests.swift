@@ -258,7 +258,9 @@ extension StoreContractTests {
       #expect(store.count <= 40)
       #expect(store.statistics.totalCost <= 300)
       #expect(store._policyMismatch() == nil)
-      let reasons = Set(collector.batches.flatMap { batch in batch.removed.compactMap { batch.reason(forKey: $0) } })
+      let reasons = Set(
+        collector.batches.flatMap { batch in batch.removed.compactMap { batch.reason(forKey: $0) } }
+      )
       #expect(reasons.contains(.expired))
       #expect(reasons.contains(.evictedByCountLimit) || reasons.contains(.evictedByCostLimit))
       subscription.cancel()

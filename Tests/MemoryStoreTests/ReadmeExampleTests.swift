@@ -4,7 +4,10 @@ import Testing
 
 /// The README's usage example, kept compiling and checked.
 @Suite struct ReadmeExample {
-  struct Quote: Codable, Sendable, Equatable { var bid: Double; var ask: Double }
+  struct Quote: Codable, Sendable, Equatable {
+    var bid: Double
+    var ask: Double
+  }
 
   @Test func theUsageExampleWorksAsTheReadmeSays() async throws {
     // The README's lines, in order; only printing and the directory differ.
@@ -15,7 +18,9 @@ import Testing
     quotes.notificationInterval = .milliseconds(250)
     let printed = Locked<[String]>([])
     let subscription = quotes.observe { batch in
-      printed.withLock { $0.append("\(batch.updated.count) updated, \(batch.removed.count) removed") }
+      printed.withLock {
+        $0.append("\(batch.updated.count) updated, \(batch.removed.count) removed")
+      }
     }
 
     let directory = TemporaryDirectory()  // the README uses URL.temporaryDirectory

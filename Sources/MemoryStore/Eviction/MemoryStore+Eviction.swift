@@ -70,8 +70,7 @@ extension MemoryStore {
   /// - Returns: The entries removed. When it returns, every read sees them gone.
   /// - Complexity: O(*n*) decider calls for *n* entries.
   @discardableResult
-  public func purgeEvictableItems(context trigger: EvictionTrigger = .manual(nil)) -> [Key: Value]
-  {
+  public func purgeEvictableItems(context trigger: EvictionTrigger = .manual(nil)) -> [Key: Value] {
     _purge(trigger)
   }
 

@@ -297,7 +297,9 @@ struct _RecencyTable {
     let slotBase = (raw + headerSize).bindMemory(to: Atomic<UInt32>.self, capacity: slots)
     for index in 0..<slots {
       let initial: UInt32 =
-        old.map { _RecencyTable.slot(in: $0, index: index & oldMask).pointee.load(ordering: .relaxed) }
+        old.map {
+          _RecencyTable.slot(in: $0, index: index & oldMask).pointee.load(ordering: .relaxed)
+        }
         ?? 0
       (slotBase + index).initialize(to: Atomic(initial))
     }

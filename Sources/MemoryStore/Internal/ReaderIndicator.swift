@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -7,7 +9,6 @@
 #elseif canImport(Bionic)
   import Bionic
 #endif
-import Synchronization
 
 /// Counts the readers inside each of the two copies of a store, spread over cache-line-sized
 /// stripes so that concurrent readers on different threads write to different cache lines.

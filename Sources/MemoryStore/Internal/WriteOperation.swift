@@ -252,7 +252,9 @@ struct _ReadView<Key: Hashable, Value> {
   @usableFromInline let overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?
 
   @inlinable
-  init(copy: UnsafeMutablePointer<[Key: Value]>, overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?) {
+  init(
+    copy: UnsafeMutablePointer<[Key: Value]>, overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?
+  ) {
     self.copy = copy
     self.overlay = overlay
   }

@@ -167,7 +167,8 @@ extension MemoryStore {
       tracker.pointee.log.append(.clear(view.dictionary, reason))
     case .set, .remove, .overlay, .compound:
       preconditionFailure(
-        "single-key writes are logged by _performKeyed, compound writes by the policy, overlays never")
+        "single-key writes are logged by _performKeyed, compound writes by the policy, overlays never"
+      )
     }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }

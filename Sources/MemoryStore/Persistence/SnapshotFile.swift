@@ -227,7 +227,8 @@ enum _SnapshotFile {
       ((directory.isEmpty ? "." : directory) + "/" + temporaryPrefix(for: fileName) + "XXXXXX")
         .utf8CString)
     let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let temporary = String(
+      decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     guard descriptor >= 0 else {
       throw SystemCallFailure(step: "creating the temporary file", path: temporary, code: errno)
     }
@@ -247,7 +248,8 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
     }
     guard synchronize(descriptor) else {
-      throw SystemCallFailure(step: "flushing the temporary file to disk", path: temporary, code: errno)
+      throw SystemCallFailure(
+        step: "flushing the temporary file to disk", path: temporary, code: errno)
     }
     isOpen = false
     guard close(descriptor) == 0 else {
