@@ -199,6 +199,15 @@ extension MemoryStore {
   /// a writer wait for this very reader.
   @inlinable @inline(__always)
   func _withReadAccess<R>(_ body: (_ReadView<Key, Value>) -> R) -> R {
+    _withCountedReadAccess { view, _ in body(view) }
+  }
+
+  /// ``_withReadAccess(_:)``, also giving `body` the calling thread's stripe of counters (for
+  /// statistics).
+  @inlinable @inline(__always)
+  func _withCountedReadAccess<R>(
+    _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
+  ) -> R {
     // No entry visible to this read has expired at the instant it starts.
     if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
     let counters = _readers.countersForCurrentThread()
@@ -216,9 +225,9 @@ extension MemoryStore {
           // A reader that was preempted inside this copy may be what holds an overlay back.
           if _state.load(ordering: .relaxed) & 2 != 0 { _helpFoldOverlay() }
         }
-        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil))
+        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil), counters)
       }
-      if current & 1 == copy, let result = _readThroughOverlay(current, body) {
+      if current & 1 == copy, let result = _readThroughOverlay(current, counters, body) {
         counters[copy].wrappingSubtract(1, ordering: .releasing)
         return result
       }
@@ -230,14 +239,17 @@ extension MemoryStore {
   /// The read path while an overlay is active; `nil` if the state changed meanwhile (the
   /// caller then starts again). The caller is announced in the published copy.
   @inlinable @inline(never)
-  func _readThroughOverlay<R>(_ state: Int, _ body: (_ReadView<Key, Value>) -> R) -> R? {
+  func _readThroughOverlay<R>(
+    _ state: Int, _ counters: UnsafeMutablePointer<Atomic<Int>>,
+    _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
+  ) -> R? {
     _helpFoldOverlay()
     _backlogLock.lock()
     defer { _backlogLock.unlock() }
     // The published copy cannot be republished while this reader is inside it, so an
     // unchanged state means the overlay still sits on top of this copy.
     guard _state.load(ordering: .acquiring) == state else { return nil }
-    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer))
+    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer), counters)
   }
 
   /// The largest overlay a reader folds in (see ``_helpFoldOverlay()``).
@@ -494,9 +506,11 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      let value = _withReadAccess { $0.value(forKey: key) }
-      _recordLookup(key, found: value != nil)
-      return value
+      _withCountedReadAccess { view, counters in
+        let value = view.value(forKey: key)
+        _recordLookup(key, found: value != nil, counters: counters)
+        return value
+      }
     }
     set {
       if let newValue {
@@ -556,16 +570,16 @@ extension MemoryStore {
   public func values(forKeys keys: some Sequence<Key>) -> [Key: Value] {
     // Iterate the caller's sequence before entering the read: it is user code.
     let keys = Array(keys)
-    let result = _withReadAccess { view in
+    return _withCountedReadAccess { view, counters in
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
       for key in keys {
-        if let value = view.value(forKey: key) { result[key] = value }
+        let value = view.value(forKey: key)
+        if let value { result[key] = value }
+        _recordLookup(key, found: value != nil, counters: counters)
       }
       return result
     }
-    for key in keys { _recordLookup(key, found: result[key] != nil) }
-    return result
   }
 }
 

@@ -233,8 +233,7 @@ extension MemoryStore {
 extension MemoryStore {
   /// Counts a lookup and, for a hit in a store that tracks recency, notes it for eviction.
   @inlinable @inline(__always)
-  func _recordLookup(_ key: Key, found: Bool) {
-    let counters = _readers.countersForCurrentThread()
+  func _recordLookup(_ key: Key, found: Bool, counters: UnsafeMutablePointer<Atomic<Int>>) {
     counters[found ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter]
       .wrappingAdd(1, ordering: .relaxed)
     if found {
