@@ -88,8 +88,8 @@ public struct EvictionContext: Sendable {
   /// inserted.
   ///
   /// Reads record this without a lock, in a table indexed by the key's hash that the store
-  /// sizes at four slots per entry; a key that shares its slot with another may appear read
-  /// more recently than it was, never less. The value is the start of the second in which the
+  /// keeps at four to sixteen slots per entry; a key that shares its slot with another may
+  /// appear read more recently than it was, never less. The value is the start of the second in which the
   /// read happened (as the store's clock saw it, ticking once a second while a decider is set).
   public let lastReadAt: ContinuousClock.Instant?
   /// The entry's cost, as given to ``MemoryStore/setValue(_:forKey:cost:timeToLive:)`` (0 for
@@ -187,7 +187,7 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
   public var description: String {
     let rate = (hitRate * 1000).rounded() / 10
     return
-      "\(count) entries, cost \(totalCost), \(hits) hits, \(misses) misses (\(rate) %), \(evictions.total) evicted"
+      "\(count) \(count == 1 ? "entry" : "entries"), cost \(totalCost), \(hits) hits, \(misses) misses (\(rate) %), \(evictions.total) evicted"
   }
 }
 

@@ -105,7 +105,8 @@ extension MemoryStore {
   /// goes over it evicts the entry the CLOCK hand picks — the least recently used, in
   /// approximation; an entry read often survives up to three turns of the hand (see
   /// <doc:Eviction>) — never the entry being written, unless it is the only one left.
-  /// Lowering the limit evicts at once, in chunks. Evictions appear in change batches with
+  /// Keys whose hashes fall in the same slot of the recency table share a counter, which
+  /// makes the order approximate for them. Lowering the limit evicts at once, in chunks. Evictions appear in change batches with
   /// reason ``ChangeReason/evictedByCountLimit``.
   ///
   /// Setting a limit makes reads note recency in a lock-free table (a hash and one relaxed
@@ -165,6 +166,8 @@ extension MemoryStore {
   /// stay within ``countLimit`` and ``costLimit``; they are removed in the same atomic write.
   ///
   /// - Parameters:
+  ///   - value: The value to store.
+  ///   - key: The key to store it for.
   ///   - cost: The entry's cost toward ``costLimit``, such as its size in bytes. Default 0.
   ///   - timeToLive: How long the entry lives; `nil` uses ``defaultTimeToLive``. Zero or
   ///     less: the entry is expired at once.
@@ -216,6 +219,8 @@ extension MemoryStore {
   /// concurrent reads the two numbers are each exact but not from one instant. The rest is
   /// read under the write lock.
   public var statistics: StoreStatistics {
+    // Like every read, it never counts an entry that has expired.
+    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
     return _writeLock.withLock {

@@ -335,7 +335,8 @@ struct _RecencyTable {
     return Self.slot(in: base, index: key.hashValue & mask)
   }
 
-  /// A write gives its key at least one reference. (A new key keeps the read time of a key
+  /// Rewriting a key gives it at least one reference (inserting one does not; see
+  /// `_Policy.write`). (A new key keeps the read time of a key
   /// that shares its slot: it may appear read more recently than it was, never less.)
   @inlinable
   func touchOnWrite(_ key: some Hashable) {
