@@ -172,7 +172,8 @@ for second in 1...options.seconds {
   }
   print(
     "  \(second) s  \(quotes.count) quotes  \(sample.joined(separator: "  "))  "
-      + "batches \(batches.load(ordering: .relaxed)), last \(lastBatchSize.load(ordering: .relaxed)) symbols")
+      + "batches \(batches.load(ordering: .relaxed)), "
+      + "last \(lastBatchSize.load(ordering: .relaxed)) symbols")
 }
 running.store(false, ordering: .relaxed)
 finished.wait()
