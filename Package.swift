@@ -31,6 +31,11 @@ let package = Package(
       path: "Examples/Persistence"
     ),
     .executableTarget(
+      name: "Eviction",
+      dependencies: ["MemoryStore"],
+      path: "Examples/Eviction"
+    ),
+    .executableTarget(
       name: "MemoryStoreBenchmark",
       dependencies: ["MemoryStore"],
       path: "Benchmarks/MemoryStoreBenchmark"
