@@ -9,7 +9,11 @@ let package = Package(
   ],
   targets: [
     .target(name: "MemoryStore"),
-    .testTarget(name: "MemoryStoreTests", dependencies: ["MemoryStore"]),
+    .testTarget(
+      name: "MemoryStoreTests",
+      dependencies: ["MemoryStore"],
+      resources: [.copy("Fixtures")]
+    ),
     .executableTarget(
       name: "StockTicker",
       dependencies: ["MemoryStore"],
@@ -44,6 +48,11 @@ let package = Package(
       name: "CrashHarness",
       dependencies: ["MemoryStore"],
       path: "Scripts/CrashHarness"
+    ),
+    .executableTarget(
+      name: "ReliabilityStress",
+      dependencies: ["MemoryStore"],
+      path: "Scripts/ReliabilityStress"
     ),
   ],
   swiftLanguageModes: [.v6]

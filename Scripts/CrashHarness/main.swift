@@ -10,7 +10,8 @@
 //     .build/release/CrashHarness kill-test --kills 200
 //     .build/release/CrashHarness kill-test --kills 60 --naive    # must find torn files
 //
-// Scripts/crash-test runs both.
+// Scripts/crash-test runs both. Scripts/reliability uses the other sub-commands: save-once and
+// load-once (fault injection, hostile files), make-fixtures and make-fuzz-corpus.
 
 import Foundation
 
@@ -18,6 +19,10 @@ let usage = """
   usage: CrashHarness writer <file> [--naive] [--cap N]
          CrashHarness check <file> [--naive]
          CrashHarness kill-test [--kills N] [--naive] [--directory D] [--seed S] [--cap N]
+         CrashHarness save-once <file> [--entries N] [--binary] [--move-directory-to D]
+         CrashHarness load-once <file> [--binary] [--maximum-size BYTES]
+         CrashHarness make-fixtures <directory>
+         CrashHarness make-fuzz-corpus <directory>
     writer     saves a growing snapshot to <file> in a loop, forever (the process to kill);
                starts from the file's snapshot; exits 3 if it cannot be loaded
     check      loads <file> with a fresh persistence manager and verifies it: exits 0 if it is
@@ -29,6 +34,15 @@ let usage = """
                kill-test then is a self-test that passes only if it finds torn files
     --cap N    the snapshot grows to N items, then items are rewritten (default \(defaultCap))
     --seed S   the seed of the random delays (default \(KillTestOptions().seed))
+    save-once  creates a manager for <file>, loads it if present, adds N entries (default 10),
+               optionally moves the file's directory to D, then saves once; prints the
+               outcome ("save: ok ..." or "save: error kind=K code=ERRNO ...") and exits
+               0 (saved), \(OnceStatus.saveFailed) (save failed) or \(OnceStatus.initFailed) (the manager could not be created)
+    load-once  loads <file> into a [String: Tree] store (the fixtures' type), prints the
+               outcome and the time load() took; exits 0 or \(OnceStatus.loadFailed) (load failed)
+    --binary   the binary coder instead of JSON
+    make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
+    make-fuzz-corpus  writes the fuzz target's seeds (file/ and binary/)
   """
 
 func usageError(_ message: String) -> Never {
@@ -98,6 +112,23 @@ case "kill-test":
   options.seed = arguments.integer("--seed", default: options.seed, minimum: 0)
   options.cap = arguments.integer("--cap", default: options.cap, minimum: 1)
   runKillTest(options)
+case "save-once":
+  let arguments = Arguments(rest, flags: ["--binary"], values: ["--entries", "--move-directory-to"])
+  runSaveOnce(
+    file: arguments.file(), entries: arguments.integer("--entries", default: 10, minimum: 0),
+    binary: arguments.flags.contains("--binary"),
+    moveDirectoryTo: arguments.values["--move-directory-to"])
+case "load-once":
+  let arguments = Arguments(rest, flags: ["--binary"], values: ["--maximum-size"])
+  runLoadOnce(
+    file: arguments.file(), binary: arguments.flags.contains("--binary"),
+    maximumSize: arguments.values["--maximum-size"].map { _ in
+      arguments.integer("--maximum-size", default: 0, minimum: 0)
+    })
+case "make-fixtures":
+  runMakeFixtures(directory: Arguments(rest, flags: [], values: []).file())
+case "make-fuzz-corpus":
+  runMakeFuzzCorpus(directory: Arguments(rest, flags: [], values: []).file())
 case "-h", "--help", "help":
   print(usage)
   exit(0)
