@@ -99,7 +99,8 @@ enum _SnapshotFile {
     let available = UInt64(file.count - headerSize)
     guard header.payloadLength <= available else {
       throw .truncated(
-        expected: headerSize + Int(clamping: min(header.payloadLength, UInt64(Int.max - headerSize))),
+        expected: headerSize
+          + Int(clamping: min(header.payloadLength, UInt64(Int.max - headerSize))),
         found: file.count)
     }
     guard header.payloadLength == available else {
