@@ -48,6 +48,9 @@ let operations: [Operation] = [
   Operation("save", weight: 12) { $0.save() },
   Operation("load (replica)", weight: 12) { $0.loadReplica() },
   Operation("load (merge)", weight: 2, disturbs: true) { $0.loadIntoStore() },
+  Operation("purge", weight: 2, disturbs: true) {
+    $0.context.store.purgeEvictableItems()
+  },
 ]
 
 /// The cumulative weights of the operations, skipped ones weighing 0, for picking an
