@@ -318,10 +318,14 @@ public final class PersistenceManager<
         }
       }
     } catch {
+      let outcome =
+        error.isAfterRename
+        ? "the new snapshot replaced the previous one, but a power loss could still undo that"
+        : "the previous snapshot is unchanged"
       throw PersistenceError(
         .writeFailed, fileURL: fileURL,
         detail: "Saving \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
-          + "\(error.step) \(error.path); the previous snapshot is unchanged",
+          + "\(error.step) \(error.path); \(outcome)",
         code: POSIXErrorCode(rawValue: error.code))
     }
   }

@@ -163,6 +163,9 @@ enum _SnapshotFile {
     var step: String
     var path: String
     var code: Int32
+    /// Whether the failure came after the new file had replaced the old one (flushing the
+    /// directory): the new snapshot is then in place, but a power loss could undo the rename.
+    var isAfterRename = false
   }
 
   /// Reads the whole file at `path`, refusing (before reading) a file larger than
@@ -274,11 +277,13 @@ enum _SnapshotFile {
       open(directory.isEmpty ? "." : directory, O_RDONLY | O_CLOEXEC)
     }
     guard directoryDescriptor >= 0 else {
-      throw SystemCallFailure(step: "opening the directory", path: directory, code: errno)
+      throw SystemCallFailure(
+        step: "opening the directory", path: directory, code: errno, isAfterRename: true)
     }
     defer { close(directoryDescriptor) }
     guard fsync(directoryDescriptor) == 0 || errno == EINVAL else {
-      throw SystemCallFailure(step: "flushing the directory to disk", path: directory, code: errno)
+      throw SystemCallFailure(
+        step: "flushing the directory to disk", path: directory, code: errno, isAfterRename: true)
     }
     return true
   }
