@@ -20,6 +20,26 @@ let package = Package(
       path: "Examples/StockTicker"
     ),
     .executableTarget(
+      name: "BasicUsage",
+      dependencies: ["MemoryStore"],
+      path: "Examples/BasicUsage"
+    ),
+    .executableTarget(
+      name: "ObservingChanges",
+      dependencies: ["MemoryStore"],
+      path: "Examples/ObservingChanges"
+    ),
+    .executableTarget(
+      name: "Persistence",
+      dependencies: ["MemoryStore"],
+      path: "Examples/Persistence"
+    ),
+    .executableTarget(
+      name: "Eviction",
+      dependencies: ["MemoryStore"],
+      path: "Examples/Eviction"
+    ),
+    .executableTarget(
       name: "MemoryStoreBenchmark",
       dependencies: ["MemoryStore"],
       path: "Benchmarks/MemoryStoreBenchmark"

@@ -181,5 +181,9 @@ func measure(
     measure(MemoryStoreOfQuotes.self, workload, fixture: fixture, plan: plan)
   case .memorystoreBatches:
     measure(ObservedMemoryStore.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreLimited:
+    measure(LimitedMemoryStore.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreTTL:
+    measure(ExpiringMemoryStore.self, workload, fixture: fixture, plan: plan)
   }
 }

@@ -765,8 +765,7 @@ func printBlocking(_ result: BlockingResult) {
   print("")
   print("| comparison | writes | reads |")
   print("|---|---:|---:|")
-  for (control, name) in [(ProbeWindow.idleControl, "main idle"), (.busyControl, "main spinning")]
-  {
+  for (control, name) in [(ProbeWindow.idleControl, "main idle"), (.busyControl, "main spinning")] {
     print(
       "| during save / no save, \(name) "
         + "| \(fixed(result.writeMops(.duringSave) / result.writeMops(control), 2)) "

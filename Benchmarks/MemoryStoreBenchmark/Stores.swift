@@ -32,12 +32,19 @@ enum StoreKind: String, CaseIterable, Sendable {
   case nscache
   case memorystore
   case memorystoreBatches = "memorystore-batches"
+  case memorystoreLimited = "memorystore-limited"
+  case memorystoreTTL = "memorystore-ttl"
 
   /// Whether the store may be used from several threads (`dictionary` may not).
   var isThreadSafe: Bool { self != .dictionary }
 
   /// Whether the store is a baseline rather than MemoryStore in one of its configurations.
-  var isBaseline: Bool { self != .memorystore && self != .memorystoreBatches }
+  var isBaseline: Bool {
+    switch self {
+    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL: false
+    default: true
+    }
+  }
 
   var summary: String {
     switch self {
@@ -49,6 +56,10 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .memorystore: "MemoryStore<String, Quote>, called as a client module would"
     case .memorystoreBatches:
       "the same with change batches on: 100 ms interval, one observe subscriber"
+    case .memorystoreLimited:
+      "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
+    case .memorystoreTTL:
+      "the same with defaultTimeToLive = 1 hour: every read checks the clock"
     }
   }
 }
@@ -300,6 +311,54 @@ final class ObservedMemoryStore: BenchmarkStore {
     subscription = store.observe { [reported] batch in
       reported.count.wrappingAdd(batch.count, ordering: .relaxed)
     }
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { store[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { store[key] = value }
+
+  func drain() { store.drain() }
+}
+
+// MARK: - (g) memorystore with a count limit, (h) with a time to live
+
+/// MemoryStore with `countLimit` equal to the number of keys: nothing is evicted (every key
+/// written is one of them), but reads note recency and writes keep eviction records.
+final class LimitedMemoryStore: BenchmarkStore {
+  static var kind: StoreKind { .memorystoreLimited }
+  static func makeKey(_ string: String) -> String { string }
+
+  let store: MemoryStore<String, Quote>
+
+  init(prepopulated entries: [String: Quote]) {
+    store = MemoryStore(name: "benchmark-limited")
+    store.countLimit = entries.count
+    store.addEntries(entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { store[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { store[key] = value }
+
+  func drain() { store.drain() }
+}
+
+/// MemoryStore whose entries live an hour: nothing expires during a run, but every read
+/// compares the earliest expiry with the clock.
+final class ExpiringMemoryStore: BenchmarkStore {
+  static var kind: StoreKind { .memorystoreTTL }
+  static func makeKey(_ string: String) -> String { string }
+
+  let store: MemoryStore<String, Quote>
+
+  init(prepopulated entries: [String: Quote]) {
+    store = MemoryStore(name: "benchmark-ttl")
+    store.defaultTimeToLive = .seconds(3_600)
+    store.addEntries(entries)
   }
 
   @inline(__always)

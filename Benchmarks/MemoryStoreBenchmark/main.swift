@@ -8,7 +8,7 @@
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
 //         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
-//         [--persistence-only | --skip-persistence]
+//         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
 //
 // Throughput: each store x workload is calibrated (warm-up, then an op count so that one
 // repetition takes about 0.25 s), repeated (5 times by default) on a fresh pre-populated store
@@ -18,6 +18,10 @@
 // Persistence (after the throughput section, see PersistenceBenchmark.swift): 100 000 entries
 // saved and loaded 5 times, medians reported, then the blocking measurement on 1 000 000
 // entries; `--quick` uses 10 000 entries and 3 repetitions and skips the blocking measurement.
+//
+// Eviction (last, see EvictionBenchmark.swift): the count limit's hit rate against strict LRU on
+// Zipf traces, and how long a purge and a trim of 1 000 000 entries make a writer and a reader
+// wait (`--quick`: shorter traces, 100 000 entries, one run).
 //
 // The exit code is 0 whether or not the targets are met: this is a measurement, not a test.
 
@@ -30,10 +34,13 @@ struct Options {
   var stores = StoreKind.allCases
   var persistenceOnly = false
   var skipPersistence = false
+  var evictionOnly = false
+  var skipEviction = false
 
   static let usage = """
     usage: MemoryStoreBenchmark [--quick] [--runs N] [--workloads LIST] [--stores LIST]
                                 [--persistence-only | --skip-persistence]
+                                [--eviction-only | --skip-eviction]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
                          with 10000 entries and no blocking measurement
       --runs N           repetitions per store and workload, and per persistence measurement
@@ -43,7 +50,9 @@ struct Options {
       --stores LIST      comma-separated subset of: \
     \(StoreKind.allCases.map(\.rawValue).joined(separator: ","))
       --persistence-only run only the persistence section
-      --skip-persistence run only the throughput section
+      --skip-persistence skip the persistence section
+      --eviction-only    run only the eviction section
+      --skip-eviction    skip the eviction section
     """
 
   struct UsageError: Error {
@@ -83,6 +92,10 @@ struct Options {
         persistenceOnly = true
       case "--skip-persistence":
         skipPersistence = true
+      case "--eviction-only":
+        evictionOnly = true
+      case "--skip-eviction":
+        skipEviction = true
       case "--help", "-h":
         print(Self.usage)
         exit(0)
@@ -93,6 +106,18 @@ struct Options {
     if persistenceOnly && skipPersistence {
       throw UsageError(message: "--persistence-only and --skip-persistence exclude each other")
     }
+    if evictionOnly && (skipEviction || persistenceOnly) {
+      throw UsageError(message: "--eviction-only excludes --skip-eviction and --persistence-only")
+    }
+  }
+
+  var runsThroughput: Bool { !persistenceOnly && !evictionOnly }
+  var runsPersistence: Bool { !skipPersistence && !evictionOnly }
+  var runsEviction: Bool { !skipEviction && !persistenceOnly }
+
+  var sectionNames: String {
+    [("throughput", runsThroughput), ("persistence", runsPersistence), ("eviction", runsEviction)]
+      .filter(\.1).map(\.0).joined(separator: ", ")
   }
 
   /// Parses a comma-separated list of raw values, keeping the canonical order.
@@ -141,12 +166,9 @@ print(
 #else
   print("- build: release (optimised)")
 #endif
-let sections =
-  options.persistenceOnly
-  ? "persistence only" : options.skipPersistence ? "throughput only" : "throughput, persistence"
-print("- sections: \(sections)")
+print("- sections: \(options.sectionNames)")
 
-if !options.persistenceOnly {
+if options.runsThroughput {
   let plan = MeasurementPlan(
     runs: options.runs ?? (options.quick ? 3 : 5), targetSeconds: options.quick ? 0.03 : 0.25)
   let seed: UInt64 = 0x4D65_6D53_746F_7265
@@ -198,8 +220,12 @@ if !options.persistenceOnly {
   print("")
 }
 
-if !options.skipPersistence {
+if options.runsPersistence {
   runPersistenceBenchmark(plan: PersistencePlan(quick: options.quick, runs: options.runs))
+}
+
+if options.runsEviction {
+  runEvictionBenchmark(plan: EvictionPlan(quick: options.quick, runs: options.runs))
 }
 
 let elapsed = Double(monotonicNanos() - runStart) / 1e9

@@ -1,9 +1,11 @@
 // StockTicker: a simulated market of 5 000 symbols kept in one MemoryStore.
 //
 // Several writer threads stream quote updates into the store while reader threads look quotes
-// up, as a trading screen would. The market is saved to a snapshot file every 2 seconds and
-// restored from it at the next start. A progress line prints every second; the run ends with a
-// summary of reads and writes per second, change batches, and save and load times.
+// up, as a trading screen would. Every hundredth symbol has stopped trading: a decider evicts
+// quotes not updated for 5 seconds, checked every second, so those 50 leave the store about
+// 6 seconds into a run. The market is saved to a snapshot file every 2 seconds and restored
+// from it at the next start. A progress line prints every second; the run ends with a summary
+// of reads and writes per second, change batches, evictions, and save and load times.
 //
 //     swift run -c release StockTicker [--seconds N] [--writers N] [--readers N]
 
@@ -42,7 +44,14 @@ struct Options {
 
 let options = Options(arguments: CommandLine.arguments)
 let symbols = (0..<5_000).map { "S" + String($0, radix: 36).uppercased() }
-let quotes = MemoryStore<String, Quote>(name: "quotes")
+let trading = symbols.indices.filter { $0 % 100 != 99 }.map { symbols[$0] }  // 50 are halted
+
+// A quote not updated for 5 s is stale: the decider, run every second, evicts it.
+let staleAfter = Duration.seconds(5)
+let quotes = MemoryStore<String, Quote>(name: "quotes") { _, _, context in
+  context.age > staleAfter
+}
+quotes.evictionInterval = .seconds(1)
 
 // Restore the market the previous run saved, then list the symbols it did not have.
 let snapshotURL = FileManager.default.temporaryDirectory
@@ -122,7 +131,7 @@ for _ in 0..<options.writers {
     var done = 0
     while running.load(ordering: .relaxed) {
       for _ in 0..<1_000 {
-        let symbol = symbols[Int(random.next() % UInt64(symbols.count))]
+        let symbol = trading[Int(random.next() % UInt64(trading.count))]
         let move = Double(Int(random.next() % 21) - 10) / 100
         var quote = quotes[symbol] ?? Quote(bid: 100, ask: 100.05, volume: 0)
         quote.bid = max(0.01, quote.bid + move)
@@ -163,7 +172,8 @@ for second in 1...options.seconds {
   }
   print(
     "  \(second) s  \(quotes.count) quotes  \(sample.joined(separator: "  "))  "
-      + "batches \(batches.load(ordering: .relaxed)), last \(lastBatchSize.load(ordering: .relaxed)) symbols")
+      + "batches \(batches.load(ordering: .relaxed)), "
+      + "last \(lastBatchSize.load(ordering: .relaxed)) symbols")
 }
 running.store(false, ordering: .relaxed)
 finished.wait()
@@ -184,6 +194,7 @@ do {
 }
 
 let snapshot = quotes.allItems
+let statistics = quotes.statistics
 let totalVolume = snapshot.values.reduce(0) { $0 + $1.volume }
 print(
   """
@@ -192,6 +203,8 @@ print(
     writes:  \(writes.load(ordering: .relaxed)) (\(rate(writes.load(ordering: .relaxed))) per second)
     symbols: \(snapshot.count), total volume \(totalVolume)
     batches: \(batches.load(ordering: .relaxed)), reporting \(reportedSymbols.load(ordering: .relaxed)) symbol changes in all
+    evicted: \(statistics.evictions[.decider]) stale quotes (not updated for \(staleAfter.components.seconds) s); \
+  hit rate \(format(statistics.hitRate * 100)) %
     saves:   \(autoSaves.load(ordering: .relaxed)) automatic, last \(format(Double(lastSaveMicroseconds.load(ordering: .relaxed)) / 1000)) ms; \
   final \(finalSave.entryCount) quotes, \(finalSave.byteCount / 1024) KiB in \(format(finalSave.duration / .milliseconds(1))) ms
     load:    \(format(loadMilliseconds)) ms at start

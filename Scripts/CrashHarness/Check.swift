@@ -51,7 +51,8 @@ private func checkThroughManager(file: URL) -> CheckReport.Outcome {
   if !exists && loaded == 0 { return .missing }
   let entries = store.allItems
   guard entries.count == loaded else {
-    return .torn(CheckFailure("load() reported \(loaded) entries, the store holds \(entries.count)"))
+    return .torn(
+      CheckFailure("load() reported \(loaded) entries, the store holds \(entries.count)"))
   }
   switch verifySnapshot(entries) {
   case .success(let summary): return .complete(summary)
@@ -95,10 +96,12 @@ func runCheck(file: URL, naive: Bool) -> Never {
     status = 1
   }
   if !report.temporaryFilesBefore.isEmpty {
-    print("temporary files left before the restart: \(report.temporaryFilesBefore.joined(separator: ", "))")
+    let names = report.temporaryFilesBefore.joined(separator: ", ")
+    print("temporary files left before the restart: \(names)")
   }
   if !report.temporaryFilesAfter.isEmpty {
-    print("TEMPORARY FILES REMAIN after the restart: \(report.temporaryFilesAfter.joined(separator: ", "))")
+    let names = report.temporaryFilesAfter.joined(separator: ", ")
+    print("TEMPORARY FILES REMAIN after the restart: \(names)")
     if status == 0 { status = 2 }
   }
   exit(status)

@@ -291,13 +291,15 @@ func hostileFixtures() throws -> [Fixture] {
       payloadLength: UInt64(json.count), payloadChecksum: FixtureFormat.checksum(json)) + json)
 
   // Payloads with a valid header that must not decode.
-  let deepJSON = "{\"a\":" + String(repeating: "[", count: 10_000)
+  let deepJSON =
+    "{\"a\":" + String(repeating: "[", count: 10_000)
     + String(repeating: "]", count: 10_000) + "}"
   add(
     "json-deep-arrays.snapshot", "json", "decodingFailed", "arrays nested 10 000 deep",
     framed("json", Array(deepJSON.utf8)))
   let treeLevels = 1_000
-  let deepTreeJSON = "{\"a\":"
+  let deepTreeJSON =
+    "{\"a\":"
     + String(repeating: "{\"label\":\"x\",\"children\":[", count: treeLevels)
     + "{\"label\":\"x\",\"children\":[]}" + String(repeating: "]}", count: treeLevels) + "}"
   add(
@@ -306,7 +308,9 @@ func hostileFixtures() throws -> [Fixture] {
     framed("json", Array(deepTreeJSON.utf8)))
   add(
     "json-invalid-utf8.snapshot", "json", "decodingFailed", "a label holding the bytes FF FE",
-    framed("json", Array("{\"a\":{\"label\":\"".utf8) + [0xFF, 0xFE] + Array("\",\"children\":[]}}".utf8)))
+    framed(
+      "json",
+      Array("{\"a\":{\"label\":\"".utf8) + [0xFF, 0xFE] + Array("\",\"children\":[]}}".utf8)))
   add(
     "json-wrong-shape.snapshot", "json", "decodingFailed", "an array instead of an object",
     framed("json", Array("[1,2,3]".utf8)))
@@ -318,23 +322,27 @@ func hostileFixtures() throws -> [Fixture] {
     "the key \"a\" twice; JSONDecoder keeps one, so 1 entry against the 2 declared",
     framed(
       "json",
-      Array("{\"a\":{\"label\":\"1\",\"children\":[]},\"a\":{\"label\":\"2\",\"children\":[]}}".utf8),
+      Array(
+        "{\"a\":{\"label\":\"1\",\"children\":[]},\"a\":{\"label\":\"2\",\"children\":[]}}".utf8),
       count: 2))
   add(
     "json-empty-payload.snapshot", "json", "decodingFailed", "a valid header, a 0-byte payload",
     framed("json", [], count: 0))
 
-  let deepArrays = BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
+  let deepArrays =
+    BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
     + BinaryPayload.deepArrays(levels: 10_000)
   add(
     "binary-deep-arrays.snapshot", "binary", "decodingFailed",
     "unkeyed containers nested 10 000 deep", framed("binary", deepArrays))
-  let deepTree = BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
+  let deepTree =
+    BinaryPayload.prefix(entryCount: 1) + BinaryPayload.string(Array("a".utf8))
     + BinaryPayload.deepTree(levels: treeLevels)
   add(
     "binary-deep-tree.snapshot", "binary", "decodingFailed",
     "a Tree nested \(treeLevels) deep (\(2 * treeLevels) containers)", framed("binary", deepTree))
-  let leafA = BinaryPayload.string(Array("a".utf8)) + BinaryPayload.tree(label: Array("x".utf8), children: [])
+  let leafA =
+    BinaryPayload.string(Array("a".utf8)) + BinaryPayload.tree(label: Array("x".utf8), children: [])
   add(
     "binary-control-one-entry.snapshot", "binary", "ok",
     "control: the hand-made binary payload the next fixtures alter",
@@ -453,7 +461,8 @@ func runMakeFuzzCorpus(directory: URL) -> Never {
       files += 1
       if fixture.coder == "binary" && fixture.bytes.count > 48 {
         try Data(fixture.bytes.dropFirst(48)).write(
-          to: binaryDirectory.appending(path: fixture.name.replacingOccurrences(of: ".snapshot", with: ".bin")))
+          to: binaryDirectory.appending(
+            path: fixture.name.replacingOccurrences(of: ".snapshot", with: ".bin")))
         payloads += 1
       }
     }

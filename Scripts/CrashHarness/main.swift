@@ -56,7 +56,10 @@ struct Arguments {
   var flags: Set<String> = []
   var values: [String: String] = [:]
 
-  init(_ arguments: ArraySlice<String>, flags allowedFlags: Set<String>, values allowedValues: Set<String>) {
+  init(
+    _ arguments: ArraySlice<String>, flags allowedFlags: Set<String>,
+    values allowedValues: Set<String>
+  ) {
     var remaining = arguments
     while let argument = remaining.popFirst() {
       if allowedFlags.contains(argument) {
@@ -113,7 +116,8 @@ case "kill-test":
   options.cap = arguments.integer("--cap", default: options.cap, minimum: 1)
   runKillTest(options)
 case "save-once":
-  let arguments = Arguments(rest, flags: ["--binary"], values: ["--entries", "--move-directory-to"])
+  let arguments = Arguments(
+    rest, flags: ["--binary"], values: ["--entries", "--move-directory-to"])
   runSaveOnce(
     file: arguments.file(), entries: arguments.integer("--entries", default: 10, minimum: 0),
     binary: arguments.flags.contains("--binary"),

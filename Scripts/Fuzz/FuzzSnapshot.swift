@@ -57,7 +57,8 @@ func fuzzSnapshotFile(_ bytes: [UInt8]) {
   guard let entries = try? manager._decode(bytes) else { return }
   // Round trip: what decoded encodes, and that decodes to the same entries.
   do {
-    let again = try manager.coder.decode(try manager.coder.encode(entries), as: [String: FuzzTree].self)
+    let again = try manager.coder.decode(
+      try manager.coder.encode(entries), as: [String: FuzzTree].self)
     if again != entries { fatalError("round trip changed the entries: \(entries) -> \(again)") }
   } catch {
     fatalError("decoded entries do not round-trip: \(error)")

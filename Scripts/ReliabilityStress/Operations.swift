@@ -30,11 +30,7 @@ struct Operation: Sendable {
   }
 }
 
-/// The mix. Weights are relative. An eviction pass, for example, is one more line:
-///
-///     Operation("purge", weight: 5, disturbs: true, removesPartially: true) {
-///       $0.context.store.purgeEvictableItems(context: .manual(nil))
-///     },
+/// The mix. Weights are relative.
 let operations: [Operation] = [
   Operation("get", weight: 3_000) { $0.get() },
   Operation("set", weight: 1_500) { $0.set() },
@@ -52,6 +48,9 @@ let operations: [Operation] = [
   Operation("save", weight: 12) { $0.save() },
   Operation("load (replica)", weight: 12) { $0.loadReplica() },
   Operation("load (merge)", weight: 2, disturbs: true) { $0.loadIntoStore() },
+  Operation("purge", weight: 2, disturbs: true) {
+    $0.context.store.purgeEvictableItems()
+  },
 ]
 
 /// The cumulative weights of the operations, skipped ones weighing 0, for picking an

@@ -52,3 +52,44 @@ extension MemoryStore {
     _ChangeTracker<Key, Value>.segmentCapacity * (_ChangeTracker<Key, Value>.maximumSegments + 1)
   }
 }
+
+@_spi(Testing)
+extension MemoryStore {
+  /// The recency-table slot `key` maps to, or `nil` while reads note no recency, so that tests
+  /// of eviction order can choose keys that do not share a slot. Not part of the supported API.
+  public func _recencySlot(of key: Key) -> Int? {
+    _writeLock.withLock {
+      let table = _policy.pointer.pointee.table
+      return table.base == nil ? nil : key.hashValue & (table.slotCount - 1)
+    }
+  }
+
+  /// Checks that the eviction policy's records mirror the store exactly (keys, count and
+  /// total cost); returns a description of the first difference. Not part of the supported
+  /// API.
+  public func _policyMismatch() -> String? {
+    _writeLock.withLock {
+      guard _policyActive.load(ordering: .relaxed) else { return nil }
+      let policy = _policy.pointer.pointee
+      let contents = _lockedView().dictionary
+      if contents.count != policy.records.count {
+        return "store has \(contents.count) entries, the policy \(policy.records.count)"
+      }
+      for key in contents.keys where policy.records[key] == nil {
+        return "the policy has no record of \(key)"
+      }
+      let cost = policy.records.values.reduce(0) { $0 + $1.cost }
+      if cost != policy.totalCost {
+        return "total cost \(policy.totalCost), records sum to \(cost)"
+      }
+      let ringKeys = policy.ring.compactMap { $0 }
+      if ringKeys.count != policy.records.count {
+        return "the ring holds \(ringKeys.count) keys for \(policy.records.count) records"
+      }
+      for (key, record) in policy.records where policy.ring[record.slot] != key {
+        return "the ring slot of \(key) holds another key"
+      }
+      return nil
+    }
+  }
+}

@@ -53,6 +53,24 @@ import Synchronization
 /// for await batch in quotes.changes { print(batch.updated, batch.removed) }
 /// ```
 ///
+/// ## Eviction, limits and expiry
+///
+/// A store can remove entries on its own: an eviction decider run by
+/// ``purgeEvictableItems(context:)``, every ``evictionInterval`` and on
+/// ``handleMemoryPressure(_:)``; a ``countLimit`` and a ``costLimit`` enforced by every write,
+/// least recently used first in approximation (CLOCK); and a time to live per entry
+/// (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change
+/// batches with their ``ChangeReason``, and ``statistics`` counts them:
+///
+/// ```swift
+/// let sessions = MemoryStore<String, Session>(name: "sessions")
+/// sessions.countLimit = 10_000
+/// sessions.defaultTimeToLive = .seconds(1_800)
+/// ```
+///
+/// A store without these pays nothing for them but one relaxed atomic load per read and one
+/// per write; see <doc:Eviction>.
+///
 /// ## Lifetime
 ///
 /// Writes are applied before their call returns, so no write is ever pending: when the last
@@ -92,6 +110,26 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   let _hub: _ChangeHub<Key, Value>
   /// The source of time for everything that happens on an interval.
   @usableFromInline let _scheduler: any StoreScheduler
+  /// The scheduler's time at creation: policy times are nanoseconds since then.
+  @usableFromInline let _origin: ContinuousClock.Instant
+  /// Whether writes go through the eviction policy. Set once, under the write lock, never
+  /// cleared; writers read it before locking to read the clock outside the lock, and again
+  /// under the lock.
+  @usableFromInline let _policyActive: Atomic<Bool>
+  /// The eviction policy's bookkeeping; guarded by `_writeLock`.
+  @usableFromInline let _policy: _UnsafeBox<_Policy<Key>>
+  /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
+  /// expires. Written under the write lock before the write that needs it is published.
+  @usableFromInline let _nextExpiry: Atomic<Int64>
+  /// The address of the recency table reads update, or 0 (see `_RecencyTable`).
+  @usableFromInline let _recencyTable: Atomic<Int>
+  /// The current second since creation, plus one, for reads to record; 0 while no decider
+  /// needs read times.
+  @usableFromInline let _readTick: Atomic<UInt32>
+  /// The eviction decider given at creation.
+  let _evictionDecider: EvictionDecider?
+  /// Serialises purges, so that the decider never runs concurrently with itself.
+  let _purgeGate: _PurgeGate
 
   /// Creates an empty store.
   ///
@@ -103,9 +141,21 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   ///   - name: A name for diagnostics; it has no effect on behaviour.
   ///   - scheduler: The source of time for interval behaviour such as change batches. The
   ///     default uses real time; tests pass a ``ManualScheduler``.
-  public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
+  public convenience init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
+    self.init(name: name, scheduler: scheduler, decider: nil)
+  }
+
+  init(name: String?, scheduler: some StoreScheduler, decider: EvictionDecider?) {
     self.name = name
     _scheduler = scheduler
+    _origin = scheduler.now
+    _policyActive = Atomic(false)
+    _policy = _UnsafeBox(_Policy())
+    _nextExpiry = Atomic(.max)
+    _recencyTable = Atomic(0)
+    _readTick = Atomic(0)
+    _evictionDecider = decider
+    _purgeGate = _PurgeGate()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
@@ -134,6 +184,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _overlay.deallocate()
     _creationLock.deallocate()
     _creations.deallocate()
+    _policy.pointer.pointee.table.deallocate()
+    _policy.deallocate()
   }
 }
 
@@ -147,6 +199,17 @@ extension MemoryStore {
   /// a writer wait for this very reader.
   @inlinable @inline(__always)
   func _withReadAccess<R>(_ body: (_ReadView<Key, Value>) -> R) -> R {
+    _withCountedReadAccess { view, _ in body(view) }
+  }
+
+  /// ``_withReadAccess(_:)``, also giving `body` the calling thread's stripe of counters (for
+  /// statistics).
+  @inlinable @inline(__always)
+  func _withCountedReadAccess<R>(
+    _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
+  ) -> R {
+    // No entry visible to this read has expired at the instant it starts.
+    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
     let counters = _readers.countersForCurrentThread()
     var state = _state.load(ordering: .relaxed)
     while true {
@@ -162,9 +225,9 @@ extension MemoryStore {
           // A reader that was preempted inside this copy may be what holds an overlay back.
           if _state.load(ordering: .relaxed) & 2 != 0 { _helpFoldOverlay() }
         }
-        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil))
+        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil), counters)
       }
-      if current & 1 == copy, let result = _readThroughOverlay(current, body) {
+      if current & 1 == copy, let result = _readThroughOverlay(current, counters, body) {
         counters[copy].wrappingSubtract(1, ordering: .releasing)
         return result
       }
@@ -176,14 +239,17 @@ extension MemoryStore {
   /// The read path while an overlay is active; `nil` if the state changed meanwhile (the
   /// caller then starts again). The caller is announced in the published copy.
   @inlinable @inline(never)
-  func _readThroughOverlay<R>(_ state: Int, _ body: (_ReadView<Key, Value>) -> R) -> R? {
+  func _readThroughOverlay<R>(
+    _ state: Int, _ counters: UnsafeMutablePointer<Atomic<Int>>,
+    _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
+  ) -> R? {
     _helpFoldOverlay()
     _backlogLock.lock()
     defer { _backlogLock.unlock() }
     // The published copy cannot be republished while this reader is inside it, so an
     // unchanged state means the overlay still sits on top of this copy.
     guard _state.load(ordering: .acquiring) == state else { return nil }
-    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer))
+    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer), counters)
   }
 
   /// The largest overlay a reader folds in (see ``_helpFoldOverlay()``).
@@ -218,7 +284,14 @@ extension MemoryStore {
   func _perform(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> (changed: Bool, previous: Value?) {
+    if _policyActive.load(ordering: .relaxed) {
+      return _performWithPolicy(operation, reason: reason)
+    }
     _writeLock.lock()
+    if _policyActive.load(ordering: .relaxed) {
+      _writeLock.unlock()
+      return _performWithPolicy(operation, reason: reason)
+    }
     let followUp =
       _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
     let result = _applyLocked(operation)
@@ -236,7 +309,14 @@ extension MemoryStore {
   /// pending single-key write to replay and no overlay, touches only concrete values.
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
+    if _policyActive.load(ordering: .relaxed) {
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
     _writeLock.lock()
+    if _policyActive.load(ordering: .relaxed) {
+      _writeLock.unlock()
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
     let state = _state.load(ordering: .relaxed)
     let hidden = (state & 1) ^ 1
     guard state & 2 == 0, _pending.pointer.pointee.second == nil,
@@ -426,7 +506,11 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      _withReadAccess { $0.value(forKey: key) }
+      _withCountedReadAccess { view, counters in
+        let value = view.value(forKey: key)
+        _recordLookup(key, found: value != nil, counters: counters)
+        return value
+      }
     }
     set {
       if let newValue {
@@ -486,11 +570,13 @@ extension MemoryStore {
   public func values(forKeys keys: some Sequence<Key>) -> [Key: Value] {
     // Iterate the caller's sequence before entering the read: it is user code.
     let keys = Array(keys)
-    return _withReadAccess { view in
+    return _withCountedReadAccess { view, counters in
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
       for key in keys {
-        if let value = view.value(forKey: key) { result[key] = value }
+        let value = view.value(forKey: key)
+        if let value { result[key] = value }
+        _recordLookup(key, found: value != nil, counters: counters)
       }
       return result
     }
@@ -631,7 +717,7 @@ extension MemoryStore {
   func _createValue(forKey key: Key, _ makeValue: () throws -> Value) rethrows -> Value {
     while true {
       _creationLock.lock()
-      if let value = self[key] {
+      if let value = _withReadAccess({ $0.value(forKey: key) }) {
         _creationLock.unlock()
         return value
       }

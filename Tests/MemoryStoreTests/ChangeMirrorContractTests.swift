@@ -23,7 +23,9 @@ extension StoreContractTests {
         case 0..<40: store[key] = value
         case 40..<60: store[key] = nil
         case 60..<70:
-          store.addEntries(Dictionary(uniqueKeysWithValues: random.distinct(4, below: keySpace).map { ($0, value) }))
+          store.addEntries(
+            Dictionary(
+              uniqueKeysWithValues: random.distinct(4, below: keySpace).map { ($0, value) }))
         case 70..<80: store.removeValues(forKeys: random.distinct(3, below: keySpace))
         case 80..<90: _ = store.value(forKey: key) { value }
         case 90..<99: _ = store.updateValue(value, forKey: key)
@@ -91,7 +93,10 @@ extension StoreContractTests {
       let expected = store.allItems
       var handledMirror: [Int: Int] = [:]
       for batch in handled.batches {
-        #expect(!batch.isEmpty)
+        // A published batch is never empty; batches merged for a handler that fell behind
+        // may cancel out (a key added in one and removed in the next), and are still
+        // delivered so that the numbers stay contiguous.
+        #expect(!batch.isEmpty || batch.sequenceNumbers.count > 1)
         batch.apply(to: &handledMirror)
       }
       #expect(handled.isContiguous)
@@ -99,7 +104,8 @@ extension StoreContractTests {
       // Sequence numbers count publications (the handler may have received some merged):
       // beyond the end marker's, at least two ran while the writers wrote.
       #expect(
-        (handled.batches.last?.sequenceNumbers.upperBound ?? 0) > 2, "publications ran during the writes")
+        (handled.batches.last?.sequenceNumbers.upperBound ?? 0) > 2,
+        "publications ran during the writes")
       #expect(handledMirror == expected)
 
       let (activeMirror, contiguous) = await reader.value
@@ -107,7 +113,8 @@ extension StoreContractTests {
       #expect(activeMirror == expected)
 
       let everything = try #require(await nextBatch(idle))
-      #expect(everything.sequenceNumbers == 1...(handled.batches.last?.sequenceNumbers.upperBound ?? 0))
+      #expect(
+        everything.sequenceNumbers == 1...(handled.batches.last?.sequenceNumbers.upperBound ?? 0))
       var idleMirror: [Int: Int] = [:]
       everything.apply(to: &idleMirror)
       #expect(idleMirror == expected)
@@ -150,7 +157,8 @@ extension StoreContractTests {
             guard let a = steps[0], let b = steps[1] else { continue }
             let merged = a.merged(with: b)
             let direct = await Self.batches(through: [first, third])[0]
-            let path = "\(String(describing: first)) → \(String(describing: second)) → \(String(describing: third))"
+            let path =
+              "\(String(describing: first)) → \(String(describing: second)) → \(String(describing: third))"
             #expect(merged.updated == (direct?.updated ?? [:]), "\(path)")
             #expect(merged.addedKeys == (direct?.addedKeys ?? []), "\(path)")
             #expect(merged.removed == (direct?.removed ?? []), "\(path)")

@@ -143,7 +143,8 @@ extension StoreContractTests {
       store.addEntries([1: 10, 2: 20, 3: 30])
       #expect(store.values(forKeys: 0...2) == [1: 10, 2: 20])
       #expect(store.values(forKeys: Set([3, 4])) == [3: 30])
-      #expect(store.values(forKeys: (1...3).lazy.map { $0 * 1 }.filter { $0 != 2 }) == [1: 10, 3: 30])
+      #expect(
+        store.values(forKeys: (1...3).lazy.map { $0 * 1 }.filter { $0 != 2 }) == [1: 10, 3: 30])
     }
 
     @Test func updateValueReturnsThePreviousValue() {

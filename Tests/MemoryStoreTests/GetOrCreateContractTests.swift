@@ -58,7 +58,8 @@ extension StoreContractTests {
         try store.value(forKey: "a") { throw Failure() }
       }
       // A creation left behind by the throw would make this thread wait forever.
-      let values = try #require(runOnThreads(1, timeout: 10) { _ in store.value(forKey: "a") { 5 } })
+      let values = try #require(
+        runOnThreads(1, timeout: 10) { _ in store.value(forKey: "a") { 5 } })
       #expect(values == [5])
       #expect(store["a"] == 5)
     }

@@ -29,7 +29,8 @@ struct HostileFixtureTests {
 
   /// The manifest's rows; empty if it cannot be read (`theManifestCoversTheDirectory` fails).
   static let fixtures: [Fixture] = {
-    guard let text = try? String(contentsOf: directory.appending(path: "manifest.tsv"), encoding: .utf8)
+    guard
+      let text = try? String(contentsOf: directory.appending(path: "manifest.tsv"), encoding: .utf8)
     else { return [] }
     return text.split(separator: "\n").compactMap { line in
       if line.hasPrefix("#") { return nil }

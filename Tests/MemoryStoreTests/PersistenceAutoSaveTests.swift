@@ -68,7 +68,8 @@ extension StoreContractTests {
       persistence.saveInterval = .seconds(10)
       store["a"] = 1
       // The path is taken by a directory: the save fails.
-      try FileManager.default.createDirectory(at: directory.file(), withIntermediateDirectories: false)
+      try FileManager.default.createDirectory(
+        at: directory.file(), withIntermediateDirectories: false)
       scheduler.advance(by: .seconds(10))
       let failed = try #require(await outcomes.next())
       #expect(failed.trigger == .automatic)
@@ -163,7 +164,9 @@ extension StoreContractTests {
         let written = items.keys.filter { $0.hasPrefix("\(thread)-") }.count
         #expect(written == count, "thread \(thread)'s writes form a prefix")
         if let last = items["last-\(thread)"] {
-          #expect(last == count - 1 || last == count - 2, "thread \(thread): last \(last), \(count) written")
+          #expect(
+            last == count - 1 || last == count - 2,
+            "thread \(thread): last \(last), \(count) written")
         } else {
           #expect(count <= 1)
         }

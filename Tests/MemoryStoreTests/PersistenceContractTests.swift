@@ -119,8 +119,12 @@ extension StoreContractTests {
 
     @Test func staleTemporaryFilesAreRemovedAtTheNextStart() throws {
       let directory = TemporaryDirectory()
-      for name in [".store.snapshot.tmp-Ab12Cd", ".store.snapshot.tmp-zzzzzz", "unrelated", ".other.tmp-Ab12Cd"] {
-        #expect(FileManager.default.createFile(atPath: directory.file(name).path, contents: Data([1])))
+      for name in [
+        ".store.snapshot.tmp-Ab12Cd", ".store.snapshot.tmp-zzzzzz", "unrelated",
+        ".other.tmp-Ab12Cd",
+      ] {
+        #expect(
+          FileManager.default.createFile(atPath: directory.file(name).path, contents: Data([1])))
       }
       _ = try manager(MemoryStore<String, Int>(), directory.file())
       #expect(directory.contents == [".other.tmp-Ab12Cd", "unrelated"])

@@ -38,10 +38,16 @@ extension StoreContractTests {
       #expect(store.allItems == ["kept": 0], sourceLocation: sourceLocation)
       #expect(error.fileURL == directory.file().standardizedFileURL, sourceLocation: sourceLocation)
       let movedTo = try #require(error.movedTo, sourceLocation: sourceLocation)
-      #expect(movedTo.lastPathComponent.hasPrefix("store.snapshot.corrupt-"), sourceLocation: sourceLocation)
+      #expect(
+        movedTo.lastPathComponent.hasPrefix("store.snapshot.corrupt-"),
+        sourceLocation: sourceLocation)
       #expect(FileManager.default.bytes(at: movedTo) == bytes, sourceLocation: sourceLocation)
-      #expect(!FileManager.default.fileExists(atPath: directory.file().path), sourceLocation: sourceLocation)
-      #expect(String(describing: error).contains(directory.file().lastPathComponent), sourceLocation: sourceLocation)
+      #expect(
+        !FileManager.default.fileExists(atPath: directory.file().path),
+        sourceLocation: sourceLocation)
+      #expect(
+        String(describing: error).contains(directory.file().lastPathComponent),
+        sourceLocation: sourceLocation)
       return error
     }
 
@@ -50,7 +56,9 @@ extension StoreContractTests {
       for length in [0, 1, 7, 8, 20, 47, 48, good.count - 1] {
         let error = try Self.loadRejects(Array(good.prefix(length)), in: directory)
         #expect(error.kind == .truncated, "length \(length): \(error)")
-        for file in directory.contents { try FileManager.default.removeItem(at: directory.file(file)) }
+        for file in directory.contents {
+          try FileManager.default.removeItem(at: directory.file(file))
+        }
       }
     }
 
@@ -83,7 +91,8 @@ extension StoreContractTests {
       let (directory, _) = try Self.savedSnapshot()
       let store = MemoryStore<String, Int>()
       let other = InstrumentedCoder(base: JSONSnapshotCoder(), name: "other")
-      let persistence = try PersistenceManager(store: store, fileURL: directory.file(), coder: other)
+      let persistence = try PersistenceManager(
+        store: store, fileURL: directory.file(), coder: other)
       let error = try #require(throws: PersistenceError.self) { try persistence.load() }
       #expect(error.kind == .formatMismatch)
       #expect(error.detail.contains("\"json\""))

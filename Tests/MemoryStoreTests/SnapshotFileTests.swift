@@ -18,7 +18,9 @@ extension StoreContractTests {
       var bytes = _SnapshotFile.headerBytes(header)!
       // Rewrite the version and the header checksum that covers it.
       withUnsafeBytes(of: version.littleEndian) { bytes.replaceSubrange(8..<12, with: $0) }
-      let sum = bytes.withUnsafeBytes { _SnapshotFile.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<44])) }
+      let sum = bytes.withUnsafeBytes {
+        _SnapshotFile.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<44]))
+      }
       withUnsafeBytes(of: UInt32(truncatingIfNeeded: sum).littleEndian) {
         bytes.replaceSubrange(44..<48, with: $0)
       }

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -7,7 +9,6 @@
 #elseif canImport(Bionic)
   import Bionic
 #endif
-import Synchronization
 
 /// Counts the readers inside each of the two copies of a store, spread over cache-line-sized
 /// stripes so that concurrent readers on different threads write to different cache lines.
@@ -33,9 +34,8 @@ struct _ReaderIndicator {
       byteCount: stripes * Self.stripeStride, alignment: Self.stripeStride)
     for stripe in 0..<stripes {
       let counters = (_base + stripe * Self.stripeStride).bindMemory(
-        to: Atomic<Int>.self, capacity: 2)
-      counters.initialize(to: Atomic(0))
-      (counters + 1).initialize(to: Atomic(0))
+        to: Atomic<Int>.self, capacity: Self.countersPerStripe)
+      for index in 0..<Self.countersPerStripe { (counters + index).initialize(to: Atomic(0)) }
     }
   }
 
@@ -48,6 +48,23 @@ struct _ReaderIndicator {
   }
 
   @usableFromInline var stripeCount: Int { _stripeMask + 1 }
+
+  /// Per stripe: readers inside copy 0 and copy 1, then lookups that hit and that missed.
+  @usableFromInline static var countersPerStripe: Int { 4 }
+  @usableFromInline static var hitCounter: Int { 2 }
+  @usableFromInline static var missCounter: Int { 3 }
+
+  /// The sum of counter `index` over every stripe; each stripe is read atomically, the sum is
+  /// not a snapshot.
+  func total(ofCounter index: Int) -> Int {
+    var sum = 0
+    for stripe in 0...(_stripeMask) {
+      let counters = UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
+        .assumingMemoryBound(to: Atomic<Int>.self)
+      sum &+= counters[index].load(ordering: .relaxed)
+    }
+    return sum
+  }
 
   /// The two counters of the calling thread's stripe: `[copy 0, copy 1]`.
   @inlinable @inline(__always)
@@ -91,8 +108,7 @@ struct _ReaderIndicator {
     for stripe in 0...(_stripeMask) {
       let counters = (_base + stripe * Self.stripeStride).assumingMemoryBound(
         to: Atomic<Int>.self)
-      counters.deinitialize(count: 1)
-      (counters + 1).deinitialize(count: 1)
+      counters.deinitialize(count: Self.countersPerStripe)
     }
     _base.deallocate()
   }

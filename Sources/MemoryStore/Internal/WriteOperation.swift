@@ -12,6 +12,9 @@ enum _WriteOperation<Key: Hashable, Value> {
   case removeAll
   /// Writes that were recorded in an overlay while the hidden copy was held by a reader.
   case overlay(_Overlay<Key, Value>)
+  /// A write of a store with an eviction policy: the expired keys removed first, then the
+  /// write itself, then the keys evicted to respect the limits, as one atomic write.
+  indirect case compound(expired: [Key], _WriteOperation<Key, Value>?, evicted: [Key])
 
   /// Applies the write to `copy`.
   ///
@@ -73,6 +76,27 @@ enum _WriteOperation<Key: Hashable, Value> {
         }
       }
       return (true, nil, .overlay(old, displaced))
+    case .compound(let expired, let operation, let evicted):
+      var changed = false
+      var previous: Value?
+      var parts: [_Displaced<Key, Value>] = []
+      if !expired.isEmpty {
+        let result = _WriteOperation.removeKeys(expired).apply(to: copy)
+        changed = result.changed
+        parts.append(result.displaced)
+      }
+      if let operation {
+        let result = operation.apply(to: copy)
+        changed = changed || result.changed
+        previous = result.previous
+        parts.append(result.displaced)
+      }
+      if !evicted.isEmpty {
+        let result = _WriteOperation.removeKeys(evicted).apply(to: copy)
+        changed = changed || result.changed
+        parts.append(result.displaced)
+      }
+      return (changed, previous, .parts(parts))
     }
   }
 }
@@ -86,6 +110,7 @@ enum _Displaced<Key: Hashable, Value> {
   case dictionary([Key: Value])
   case overlay([Key: Value], [(Key, Value)])
   case overlayChanges([Key: Value?], [Value?])
+  indirect case parts([_Displaced<Key, Value>])
 }
 
 /// The writes that have not reached either copy yet, because the hidden copy was held by a
@@ -173,6 +198,27 @@ struct _Overlay<Key: Hashable, Value> {
       changes = [:]
       count = 0
       return (true, nil, .overlayChanges(old, []))
+    case .compound(let expired, let operation, let evicted):
+      var changed = false
+      var previous: Value?
+      var parts: [_Displaced<Key, Value>] = []
+      if !expired.isEmpty {
+        let result = record(.removeKeys(expired), base: base)
+        changed = result.changed
+        parts.append(result.displaced)
+      }
+      if let operation {
+        let result = record(operation, base: base)
+        changed = changed || result.changed
+        previous = result.previous
+        parts.append(result.displaced)
+      }
+      if !evicted.isEmpty {
+        let result = record(.removeKeys(evicted), base: base)
+        changed = changed || result.changed
+        parts.append(result.displaced)
+      }
+      return (changed, previous, .parts(parts))
     case .overlay:
       preconditionFailure("an overlay is never recorded in another overlay")
     }
@@ -206,7 +252,9 @@ struct _ReadView<Key: Hashable, Value> {
   @usableFromInline let overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?
 
   @inlinable
-  init(copy: UnsafeMutablePointer<[Key: Value]>, overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?) {
+  init(
+    copy: UnsafeMutablePointer<[Key: Value]>, overlay: UnsafeMutablePointer<_Overlay<Key, Value>>?
+  ) {
     self.copy = copy
     self.overlay = overlay
   }

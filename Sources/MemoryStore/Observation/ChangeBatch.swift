@@ -138,10 +138,54 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
   /// The key was set by ``PersistenceManager/load()`` from a snapshot file.
   public static let loaded = ChangeReason(rawValue: 1)
 
+  /// The key's time to live ran out (see ``MemoryStore/defaultTimeToLive``).
+  public static let expired = ChangeReason(rawValue: 2)
+
+  /// The eviction decider chose the key, in ``MemoryStore/purgeEvictableItems(context:)`` or a
+  /// periodic or memory-pressure purge.
+  public static let evictedByDecider = ChangeReason(rawValue: 3)
+
+  /// The key was evicted to keep the store within ``MemoryStore/countLimit``.
+  public static let evictedByCountLimit = ChangeReason(rawValue: 4)
+
+  /// The key was evicted to keep the store within ``MemoryStore/costLimit``.
+  public static let evictedByCostLimit = ChangeReason(rawValue: 5)
+
+  /// The key was evicted by ``MemoryStore/handleMemoryPressure(_:)`` trimming the store.
+  public static let evictedByMemoryPressure = ChangeReason(rawValue: 6)
+
+  /// The change reason that reports an eviction for `reason`.
+  public static func evicted(_ reason: EvictionReason) -> ChangeReason {
+    switch reason {
+    case .decider: .evictedByDecider
+    case .countLimit: .evictedByCountLimit
+    case .costLimit: .evictedByCostLimit
+    case .expired: .expired
+    case .memoryPressure: .evictedByMemoryPressure
+    }
+  }
+
+  /// Why the store removed the key on its own, or `nil` for ``write`` and ``loaded``.
+  public var evictionReason: EvictionReason? {
+    switch rawValue {
+    case 2: .expired
+    case 3: .decider
+    case 4: .countLimit
+    case 5: .costLimit
+    case 6: .memoryPressure
+    default: nil
+    }
+  }
+
   public var description: String {
     switch rawValue {
     case 0: "write"
     case 1: "loaded"
+    case 2: "expired"
+    case 3: "evicted by decider"
+    case 4: "evicted by count limit"
+    case 5: "evicted by cost limit"
+    case 6: "evicted by memory pressure"
     default: "reason(\(rawValue))"
     }
   }

@@ -22,7 +22,9 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   let publication = _Protected<UInt64>(0)
   let sinks = _Protected(Sinks())
   /// The notification center `MemoryStore.notificationCenter` posts to, and its subscription.
-  let notificationCenter = _Protected<(center: any AnyObject & Sendable, subscription: Subscription)?>(
+  let notificationCenter = _Protected<
+    (center: any AnyObject & Sendable, subscription: Subscription)?
+  >(
     nil)
 
   /// Registers `sink`; the returned subscription removes it.

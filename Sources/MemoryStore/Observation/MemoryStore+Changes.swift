@@ -165,8 +165,10 @@ extension MemoryStore {
     case .removeAll:
       if view.count == 0 { return nil }
       tracker.pointee.log.append(.clear(view.dictionary, reason))
-    case .set, .remove, .overlay:
-      preconditionFailure("single-key writes are logged by _performKeyed, overlays never")
+    case .set, .remove, .overlay, .compound:
+      preconditionFailure(
+        "single-key writes are logged by _performKeyed, compound writes by the policy, overlays never"
+      )
     }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }

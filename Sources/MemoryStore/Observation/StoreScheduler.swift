@@ -2,8 +2,10 @@ import Dispatch
 
 /// The source of time for a store: when it is now, and running work later.
 ///
-/// A store uses its scheduler for everything that happens on an interval (publishing change
-/// batches). The default, ``DispatchScheduler``, uses the system's monotonic clock and
+/// A store uses its scheduler for everything that happens on an interval or depends on time:
+/// publishing change batches, the periodic eviction purge, the expiry timer, the clock that
+/// times entries (their write time, their time to live, and, with a decider, the once-a-second
+/// tick that reads record), and a persistence manager's auto-save. The default, ``DispatchScheduler``, uses the system's monotonic clock and
 /// Dispatch's global queues. Tests inject a ``ManualScheduler`` and move time forward by hand,
 /// so interval behaviour is checked without sleeping:
 ///

@@ -1,4 +1,3 @@
-
 /// A token that keeps a subscription to a store's changes alive.
 ///
 /// Delivery stops when ``cancel()`` is called or when the last reference to the token goes

@@ -21,7 +21,9 @@ import Foundation
 ///
 /// Whatever the error, the store in memory is unchanged, the previous snapshot on disk is
 /// byte-identical, and a file that ``PersistenceManager/load()`` rejects is kept, moved aside
-/// to ``movedTo``.
+/// to ``movedTo``. One exception, which the description states: when only the final flush of
+/// the directory fails, the new snapshot has already replaced the previous one, complete, but
+/// a power loss could still undo the replacement.
 public struct PersistenceError: Error, CustomStringConvertible {
   /// The kind of failure.
   public struct Kind: Hashable, Sendable, CustomStringConvertible {

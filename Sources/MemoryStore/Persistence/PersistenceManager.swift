@@ -318,10 +318,14 @@ public final class PersistenceManager<
         }
       }
     } catch {
+      let outcome =
+        error.isAfterRename
+        ? "the new snapshot replaced the previous one, but a power loss could still undo that"
+        : "the previous snapshot is unchanged"
       throw PersistenceError(
         .writeFailed, fileURL: fileURL,
         detail: "Saving \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
-          + "\(error.step) \(error.path); the previous snapshot is unchanged",
+          + "\(error.step) \(error.path); \(outcome)",
         code: POSIXErrorCode(rawValue: error.code))
     }
   }
@@ -417,7 +421,8 @@ public final class PersistenceManager<
     do {
       entries = try coder.decode(Data(bytes[payload]), as: [Key: Value].self)
     } catch {
-      var detail = "Loading \(fileURL.path) failed: the payload does not decode as "
+      var detail =
+        "Loading \(fileURL.path) failed: the payload does not decode as "
         + "[\(Key.self): \(Value.self)]"
       if let context = (error as? DecodingError).flatMap(Self._context) {
         let path = context.codingPath.map(\.stringValue).joined(separator: ".")
@@ -472,7 +477,8 @@ public final class PersistenceManager<
     case .formatMismatch(let found):
       return PersistenceError(
         .formatMismatch, fileURL: fileURL,
-        detail: prefix + "the file was written by the \"\(found)\" coder, not \"\(coder.formatName)\"")
+        detail: prefix
+          + "the file was written by the \"\(found)\" coder, not \"\(coder.formatName)\"")
     case .implausibleCount(let count):
       return PersistenceError(
         .corrupted, fileURL: fileURL,

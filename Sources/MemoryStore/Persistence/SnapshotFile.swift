@@ -99,7 +99,8 @@ enum _SnapshotFile {
     let available = UInt64(file.count - headerSize)
     guard header.payloadLength <= available else {
       throw .truncated(
-        expected: headerSize + Int(clamping: min(header.payloadLength, UInt64(Int.max - headerSize))),
+        expected: headerSize
+          + Int(clamping: min(header.payloadLength, UInt64(Int.max - headerSize))),
         found: file.count)
     }
     guard header.payloadLength == available else {
@@ -162,6 +163,9 @@ enum _SnapshotFile {
     var step: String
     var path: String
     var code: Int32
+    /// Whether the failure came after the new file had replaced the old one (flushing the
+    /// directory): the new snapshot is then in place, but a power loss could undo the rename.
+    var isAfterRename = false
   }
 
   /// Reads the whole file at `path`, refusing (before reading) a file larger than
@@ -228,7 +232,8 @@ enum _SnapshotFile {
       ((directory.isEmpty ? "." : directory) + "/" + temporaryPrefix(for: fileName) + "XXXXXX")
         .utf8CString)
     let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let temporary = String(
+      decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     guard descriptor >= 0 else {
       throw SystemCallFailure(step: "creating the temporary file", path: temporary, code: errno)
     }
@@ -248,7 +253,8 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
     }
     guard synchronize(descriptor) else {
-      throw SystemCallFailure(step: "flushing the temporary file to disk", path: temporary, code: errno)
+      throw SystemCallFailure(
+        step: "flushing the temporary file to disk", path: temporary, code: errno)
     }
     isOpen = false
     guard close(descriptor) == 0 else {
@@ -271,11 +277,13 @@ enum _SnapshotFile {
       open(directory.isEmpty ? "." : directory, O_RDONLY | O_CLOEXEC)
     }
     guard directoryDescriptor >= 0 else {
-      throw SystemCallFailure(step: "opening the directory", path: directory, code: errno)
+      throw SystemCallFailure(
+        step: "opening the directory", path: directory, code: errno, isAfterRename: true)
     }
     defer { close(directoryDescriptor) }
     guard fsync(directoryDescriptor) == 0 || errno == EINVAL else {
-      throw SystemCallFailure(step: "flushing the directory to disk", path: directory, code: errno)
+      throw SystemCallFailure(
+        step: "flushing the directory to disk", path: directory, code: errno, isAfterRename: true)
     }
     return true
   }

@@ -47,7 +47,8 @@ struct ObservedStore<Key: Hashable & Sendable, Value: Sendable> {
     sourceLocation: SourceLocation = #_sourceLocation
   ) async throws -> ChangeBatch<Key, Value> {
     let batches = await flushedBatches()
-    try #require(batches.count == 1, "expected one batch, got \(batches)", sourceLocation: sourceLocation)
+    try #require(
+      batches.count == 1, "expected one batch, got \(batches)", sourceLocation: sourceLocation)
     return batches[0]
   }
 }

@@ -510,16 +510,19 @@ private final class _BinaryDecoder: Decoder {
   private func readPrimitive<T>(_ type: T.Type, _ start: Int, _ end: Int) throws -> T {
     // Each `as? T` follows a check that T is the very type of the value, so it succeeds.
     let value: T? =
-      if T.self == String.self { try readString(start, end) as? T }
-      else if T.self == Double.self { try readDouble(start, end) as? T }
-      else if T.self == Int.self { try readInteger(Int.self, start, end) as? T }
-      else if T.self == Bool.self { try readBool(start, end) as? T }
-      else if T.self == Data.self { try readData(start, end) as? T }
-      else if T.self == Float.self { try readFloat(start, end) as? T }
-      else if T.self == Int64.self { try readInteger(Int64.self, start, end) as? T }
-      else if T.self == UInt64.self { try readInteger(UInt64.self, start, end) as? T }
-      else if T.self == UInt8.self { try readInteger(UInt8.self, start, end) as? T }
-      else { nil }
+      if T.self == String.self { try readString(start, end) as? T } else if T.self == Double.self {
+        try readDouble(start, end) as? T
+      } else if T.self == Int.self {
+        try readInteger(Int.self, start, end) as? T
+      } else if T.self == Bool.self { try readBool(start, end) as? T } else if T.self == Data.self {
+        try readData(start, end) as? T
+      } else if T.self == Float.self {
+        try readFloat(start, end) as? T
+      } else if T.self == Int64.self {
+        try readInteger(Int64.self, start, end) as? T
+      } else if T.self == UInt64.self {
+        try readInteger(UInt64.self, start, end) as? T
+      } else if T.self == UInt8.self { try readInteger(UInt8.self, start, end) as? T } else { nil }
     guard let value else {
       throw _BinaryFault.corrupted(start, "Cannot read \(T.self) as a primitive")
     }

@@ -1,0 +1,331 @@
+// The eviction section: the hit rate of MemoryStore's count limit (generalised CLOCK) against a
+// strict LRU cache on the same Zipf-distributed traces, and how long a purge of 1 000 000
+// entries, and a memory-pressure trim of as many, make a concurrent writer and reader wait.
+// The read cost of a limited store is in the throughput section (memorystore-limited).
+
+import Foundation
+import MemoryStore
+import Synchronization
+
+/// How much the eviction section measures.
+struct EvictionPlan {
+  var traceLength: Int
+  var keySpace: Int
+  var blockingEntryCount: Int
+  var runs: Int
+
+  init(quick: Bool, runs: Int?) {
+    traceLength = quick ? 200_000 : 2_000_000
+    keySpace = quick ? 20_000 : 100_000
+    blockingEntryCount = quick ? 100_000 : 1_000_000
+    self.runs = runs ?? (quick ? 1 : 3)
+  }
+}
+
+func runEvictionBenchmark(plan: EvictionPlan) {
+  print("# Eviction")
+  print("")
+  printHitRates(plan: plan)
+  printBlocking(plan: plan)
+}
+
+// MARK: - Hit rate
+
+/// A key trace whose ranks follow a Zipf law with `exponent`; rank r is key r.
+func zipfTrace(length: Int, keySpace: Int, exponent: Double, seed: UInt64) -> [Int] {
+  var cumulative = [Double](repeating: 0, count: keySpace)
+  var total = 0.0
+  for rank in 0..<keySpace {
+    total += 1 / pow(Double(rank + 1), exponent)
+    cumulative[rank] = total
+  }
+  var random = SplitMix64(seed: seed)
+  return (0..<length).map { _ in
+    let target = Double(random.next() >> 11) / Double(1 << 53) * total
+    var low = 0
+    var high = keySpace - 1
+    while low < high {
+      let middle = (low + high) / 2
+      if cumulative[middle] < target { low = middle + 1 } else { high = middle }
+    }
+    return low
+  }
+}
+
+/// The same trace with a scan of never-repeated keys inserted after every `every` accesses:
+/// the pattern (a batch job, a crawler) that flushes a strict LRU cache.
+func withScans(_ trace: [Int], every: Int, length: Int, keySpace: Int) -> [Int] {
+  var result: [Int] = []
+  result.reserveCapacity(trace.count + trace.count / every * length)
+  var next = keySpace
+  for (index, key) in trace.enumerated() {
+    result.append(key)
+    if (index + 1) % every == 0 {
+      for _ in 0..<length {
+        result.append(next)
+        next += 1
+      }
+    }
+  }
+  return result
+}
+
+/// A strict LRU cache of keys: a hash map into a doubly linked list kept in arrays.
+struct StrictLRU {
+  let capacity: Int
+  var slots: [Int: Int] = [:]
+  var keys: [Int] = []
+  var previous: [Int] = []
+  var next: [Int] = []
+  var head = -1  // most recent
+  var tail = -1  // least recent
+
+  init(capacity: Int) {
+    self.capacity = capacity
+    slots.reserveCapacity(capacity)
+  }
+
+  /// Looks `key` up, inserting it on a miss; returns whether it was a hit.
+  mutating func access(_ key: Int) -> Bool {
+    if let slot = slots[key] {
+      moveToFront(slot)
+      return true
+    }
+    let slot: Int
+    if keys.count < capacity {
+      slot = keys.count
+      keys.append(key)
+      previous.append(-1)
+      next.append(-1)
+    } else {
+      slot = tail
+      slots[keys[slot]] = nil
+      unlink(slot)
+      keys[slot] = key
+    }
+    slots[key] = slot
+    pushFront(slot)
+    return false
+  }
+
+  private mutating func unlink(_ slot: Int) {
+    let before = previous[slot]
+    let after = next[slot]
+    if before >= 0 { next[before] = after } else { head = after }
+    if after >= 0 { previous[after] = before } else { tail = before }
+  }
+
+  private mutating func pushFront(_ slot: Int) {
+    previous[slot] = -1
+    next[slot] = head
+    if head >= 0 { previous[head] = slot }
+    head = slot
+    if tail < 0 { tail = slot }
+  }
+
+  private mutating func moveToFront(_ slot: Int) {
+    guard head != slot else { return }
+    unlink(slot)
+    pushFront(slot)
+  }
+}
+
+func lruHitRate(_ trace: [Int], capacity: Int) -> Double {
+  var cache = StrictLRU(capacity: capacity)
+  var hits = 0
+  for key in trace where cache.access(key) { hits += 1 }
+  return Double(hits) / Double(trace.count)
+}
+
+/// The hit rate of a MemoryStore with `countLimit = capacity` used as a cache: a read, and a
+/// write on a miss. Also checks the limit held.
+func storeHitRate(_ trace: [Int], capacity: Int) -> (rate: Double, withinLimit: Bool) {
+  let store = MemoryStore<Int, Int>(name: "hit-rate")
+  store.countLimit = capacity
+  var hits = 0
+  for key in trace {
+    if store[key] != nil {
+      hits += 1
+    } else {
+      store[key] = key
+    }
+  }
+  return (Double(hits) / Double(trace.count), store.count <= capacity)
+}
+
+func printHitRates(plan: EvictionPlan) {
+  print("## Hit rate: count limit (generalised CLOCK) against strict LRU")
+  print("")
+  print(
+    "Single thread; \(plan.traceLength) accesses over \(plan.keySpace) keys; a miss inserts "
+      + "the key. Higher is better; the ratio is MemoryStore's over LRU's.")
+  print("")
+  print("| trace | capacity | strict LRU | MemoryStore | ratio |")
+  print("|---|---:|---:|---:|---:|")
+  var worst = Double.infinity
+  var limitHeld = true
+  for exponent in [0.8, 0.99] {
+    let zipf = zipfTrace(
+      length: plan.traceLength, keySpace: plan.keySpace, exponent: exponent, seed: 0x5A1F)
+    let traces = [
+      ("Zipf \(exponent)", zipf),
+      (
+        "Zipf \(exponent) + scans",
+        withScans(zipf, every: 10_000, length: plan.keySpace / 50, keySpace: plan.keySpace)
+      ),
+    ]
+    for (name, trace) in traces {
+      for fraction in [0.01, 0.1] {
+        let capacity = Int(Double(plan.keySpace) * fraction)
+        let lru = lruHitRate(trace, capacity: capacity)
+        let ours = storeHitRate(trace, capacity: capacity)
+        limitHeld = limitHeld && ours.withinLimit
+        let ratio = ours.rate / lru
+        if !name.contains("scans") { worst = min(worst, ratio) }
+        print(
+          "| \(name) | \(capacity) | \(fixed(lru * 100, 2)) % | \(fixed(ours.rate * 100, 2)) % "
+            + "| \(fixed(ratio, 3)) |")
+        progress("hit rate \(name) capacity \(capacity): LRU \(lru), MemoryStore \(ours.rate)")
+      }
+    }
+  }
+  print("")
+  let met = worst >= 0.995
+  print(
+    "- Target: hit rate on the Zipf traces at least strict LRU's (ratio >= 0.995, the noise of "
+      + "one trace): **\(met ? "MET" : "NOT MET")** (worst \(fixed(worst, 3)))")
+  print("- The count limit held after every trace: \(limitHeld ? "yes" : "**NO**")")
+  print("")
+}
+
+// MARK: - Blocking
+
+/// The longest single operation of a probe thread, and how many it made.
+struct ProbeResult {
+  var maxNanos: UInt64 = 0
+  var operations = 0
+  var sortedSample: [UInt64] = []
+
+  var p999: UInt64 {
+    sortedSample.isEmpty
+      ? 0 : sortedSample[min(sortedSample.count - 1, sortedSample.count * 999 / 1000)]
+  }
+}
+
+/// Runs a writer and a reader probe on `store` while `work` runs on the calling thread;
+/// returns the work's duration and each probe's longest operation.
+func probeWhile(
+  _ store: MemoryStore<Int, Int>, keySpace: Int, _ work: () -> Void
+) -> (seconds: Double, writer: ProbeResult, reader: ProbeResult) {
+  let stop = Atomic<Bool>(false)
+  let results = Mutex<[ProbeResult]>([ProbeResult(), ProbeResult()])
+  let started = DispatchSemaphore(value: 0)
+  let group = DispatchGroup()
+  for lane in 0..<2 {
+    group.enter()
+    Thread {
+      var random = SplitMix64(seed: UInt64(lane) + 99)
+      var result = ProbeResult()
+      var latencies: [UInt64] = []
+      latencies.reserveCapacity(1 << 20)
+      started.signal()
+      while !stop.load(ordering: .relaxed) {
+        // Keys above the store's range: the writer never touches what the work judges.
+        let key = keySpace + Int(random.next(below: 10_000))
+        let before = monotonicNanos()
+        if lane == 0 {
+          store[key] = key
+        } else {
+          _ = store[Int(random.next(below: UInt32(keySpace)))]
+        }
+        let elapsed = monotonicNanos() - before
+        result.maxNanos = max(result.maxNanos, elapsed)
+        result.operations += 1
+        if latencies.count < 1 << 20 { latencies.append(elapsed) }
+      }
+      result.sortedSample = latencies.sorted()
+      results.withLock { $0[lane] = result }
+      group.leave()
+    }.start()
+  }
+  started.wait()
+  started.wait()
+  let start = monotonicNanos()
+  work()
+  let seconds = Double(monotonicNanos() - start) / 1e9
+  stop.store(true, ordering: .relaxed)
+  group.wait()
+  let probes = results.withLock { $0 }
+  return (seconds, probes[0], probes[1])
+}
+
+func printBlocking(plan: EvictionPlan) {
+  let count = plan.blockingEntryCount
+  print("## Blocking: a purge and a trim of \(count) entries")
+  print("")
+  print(
+    "A writer (new keys) and a reader run throughout; each reports its longest single "
+      + "operation and its 99.9th percentile. The control runs the same probes for the same time "
+      + "with no purge: what the machine alone costs (2 probe threads and the work share the "
+      + "cores). Medians of \(plan.runs) runs.")
+  print("")
+  var rows: [(String, [Double], [Double], [Double], [Double], [Double])] = []
+  for scenario in ["purge (decider evicts 1 in 10)", "memory-pressure trim to 50 %", "control"] {
+    var seconds: [Double] = []
+    var writerMax: [Double] = []
+    var readerMax: [Double] = []
+    var writerTail: [Double] = []
+    var readerTail: [Double] = []
+    for run in 0..<plan.runs {
+      let entries = Dictionary(uniqueKeysWithValues: (0..<count).map { ($0, $0) })
+      let store: MemoryStore<Int, Int>
+      if scenario.hasPrefix("purge") {
+        store = MemoryStore(name: "purge") { key, _, _ in key % 10 == 0 }
+      } else {
+        store = MemoryStore(name: "trim")
+        store.countLimit = count + 10_000
+      }
+      store.addEntries(entries)
+      let controlSeconds = seconds.isEmpty ? 1.0 : median(seconds)
+      let result = probeWhile(store, keySpace: count) {
+        switch scenario {
+        case let name where name.hasPrefix("purge"):
+          let evicted = store.purgeEvictableItems()
+          precondition(evicted.count == count / 10, "the purge evicted \(evicted.count)")
+        case let name where name.hasPrefix("memory"):
+          store.handleMemoryPressure(.warning)
+          // The writer probe may add its keys again after the trim.
+          let bound = (count + 10_000) / 2 + 10_000
+          precondition(store.count <= bound, "the trim left \(store.count)")
+        default:
+          Thread.sleep(forTimeInterval: controlSeconds)
+        }
+      }
+      seconds.append(result.seconds)
+      writerMax.append(Double(result.writer.maxNanos) / 1e6)
+      readerMax.append(Double(result.reader.maxNanos) / 1e6)
+      writerTail.append(Double(result.writer.p999) / 1e6)
+      readerTail.append(Double(result.reader.p999) / 1e6)
+      progress(
+        "blocking \(scenario) run \(run + 1): \(fixed(result.seconds, 2)) s, writer max "
+          + "\(fixed(writerMax.last!, 2)) ms, reader max \(fixed(readerMax.last!, 2)) ms")
+    }
+    rows.append((scenario, seconds, writerMax, writerTail, readerMax, readerTail))
+  }
+  print("| work | duration | writer max | writer p99.9 | reader max | reader p99.9 |")
+  print("|---|---:|---:|---:|---:|---:|")
+  for (name, seconds, writerMax, writerTail, readerMax, readerTail) in rows {
+    print(
+      "| \(name) | \(fixed(median(seconds), 2)) s | \(fixed(median(writerMax), 2)) ms "
+        + "| \(fixed(median(writerTail), 3)) ms | \(fixed(median(readerMax), 2)) ms "
+        + "| \(fixed(median(readerTail), 3)) ms |")
+  }
+  print("")
+  let worst = rows.dropLast().map { max(median($0.2), median($0.4)) }.max() ?? 0
+  let control = rows.last.map { max(median($0.2), median($0.4)) } ?? 0
+  print(
+    "- Target: no writer or reader waits more than 5 ms at a time during a purge or a trim "
+      + "of \(count) entries: **\(worst <= 5 ? "MET" : "NOT MET")** (worst median max "
+      + "\(fixed(worst, 2)) ms; control \(fixed(control, 2)) ms)")
+  print("")
+}

@@ -1,0 +1,199 @@
+import Foundation
+@_spi(Testing) import MemoryStore
+import Synchronization
+import Testing
+
+extension StoreContractTests {
+  /// Time to live: never returned once expired, swept lazily and on a timer, reported.
+  @Suite("Eviction: time to live") struct Expiry {
+    @Test func anExpiredEntryIsNeverReturnedByAnyReadEvenBeforeItIsSwept() {
+      // The scheduler never runs the expiry timer: only reads can notice.
+      let clock = HeldScheduler()
+      let store = MemoryStore<String, Int>(scheduler: clock)
+      store.setValue(1, forKey: "short", timeToLive: .seconds(10))
+      store["forever"] = 2
+      clock.move(by: .milliseconds(9_999))
+      #expect(store["short"] == 1)
+      clock.move(by: .milliseconds(1))
+      #expect(store["short"] == nil)
+      #expect(store.count == 1)
+      #expect(store.allItems == ["forever": 2])
+      #expect(store.values(forKeys: ["short", "forever"]) == ["forever": 2])
+      #expect(store.updateValue(3, forKey: "short") == nil, "an expired entry is no previous value")
+    }
+
+    @Test func aWriteNeverReportsAnExpiredValueAsThePreviousOne() {
+      for write in 0..<3 {
+        let clock = HeldScheduler()
+        let store = MemoryStore<String, Int>(scheduler: clock)
+        store.setValue(1, forKey: "a", timeToLive: .seconds(1))
+        clock.move(by: .seconds(1))
+        let previous: Int? =
+          switch write {
+          case 0: store.updateValue(2, forKey: "a")
+          case 1: store.removeValue(forKey: "a")
+          default: store.setValue(2, forKey: "a", cost: 1)
+          }
+        #expect(previous == nil)
+      }
+    }
+
+    @Test func readsAloneRemoveExpiredEntriesWhenTheTimerIsLate() {
+      let clock = HeldScheduler()
+      let store = MemoryStore<String, Int>(scheduler: clock)
+      store.setValue(1, forKey: "a", timeToLive: .seconds(5))
+      store.setValue(2, forKey: "b", timeToLive: .seconds(50))
+      clock.move(by: .seconds(6))  // No timer runs.
+      #expect(store["a"] == nil)
+      #expect(store.count == 1)
+      #expect(store.statistics.evictions[.expired] == 1)
+      #expect(store._policyMismatch() == nil)
+      clock.move(by: .seconds(60))
+      #expect(store.isEmpty)
+      #expect(store.statistics.evictions[.expired] == 2)
+    }
+
+    @Test func theTimerRemovesExpiredEntriesAndReportsThemAsExpired() async throws {
+      let observed = ObservedStore<String, Int>()
+      let store = observed.store
+      store.setValue(1, forKey: "a", timeToLive: .seconds(5))
+      store.setValue(2, forKey: "b", timeToLive: .seconds(8))
+      await store.flushChanges()
+      observed.scheduler.advance(by: .seconds(5))
+      // The timer removed "a" without any read.
+      #expect(store.statistics.evictions[.expired] == 1)
+      observed.scheduler.advance(by: .seconds(3))
+      #expect(store.statistics.evictions[.expired] == 2)
+      let batches = await observed.flushedBatches()
+      let removals = batches.dropFirst().flatMap(\.removed)
+      #expect(Set(removals) == ["a", "b"])
+      for batch in batches.dropFirst() {
+        for key in batch.removed { #expect(batch.reason(forKey: key) == .expired) }
+      }
+      observed.scheduler.advance(by: .seconds(1))  // The last batch's publication timer.
+      #expect(observed.scheduler.pendingCount == 0, "no timer is left once nothing expires")
+    }
+
+    @Test func theDefaultTimeToLiveAppliesToLaterWritesAndAnEntryMayOverrideIt() {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store["before"] = 0
+      store.defaultTimeToLive = .seconds(10)
+      #expect(store.defaultTimeToLive == .seconds(10))
+      store["default"] = 1
+      store.addEntries(["merged": 2])
+      store.setValue(3, forKey: "long", timeToLive: .seconds(100))
+      _ = store.value(forKey: "created") { 4 }
+      scheduler.advance(by: .seconds(10))
+      #expect(store.allItems == ["before": 0, "long": 3])
+      scheduler.advance(by: .seconds(90))
+      #expect(store.allItems == ["before": 0])
+    }
+
+    @Test func rewritingAnEntryRenewsItsTimeToLive() {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.defaultTimeToLive = .seconds(10)
+      store["a"] = 1
+      scheduler.advance(by: .seconds(8))
+      store["a"] = 2
+      scheduler.advance(by: .seconds(8))
+      #expect(store["a"] == 2)
+      scheduler.advance(by: .seconds(2))
+      #expect(store["a"] == nil)
+    }
+
+    @Test func aTimeToLiveOfZeroOrLessExpiresAtOnce() {
+      let store = MemoryStore<String, Int>(scheduler: ManualScheduler())
+      store.setValue(1, forKey: "a", timeToLive: .zero)
+      store.setValue(2, forKey: "b", timeToLive: .seconds(-1))
+      #expect(store["a"] == nil)
+      #expect(store["b"] == nil)
+      #expect(store.isEmpty)
+    }
+
+    @Test func getOrCreateTreatsAnExpiredEntryAsAbsent() {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.setValue(1, forKey: "a", timeToLive: .seconds(1))
+      scheduler.advance(by: .seconds(1))
+      #expect(store.value(forKey: "a") { 2 } == 2)
+    }
+
+    @Test func aSnapshotNeverHoldsAnExpiredEntry() throws {
+      let directory = TemporaryDirectory()
+      let clock = HeldScheduler()
+      let store = MemoryStore<String, Int>(scheduler: clock)
+      store.setValue(1, forKey: "gone", timeToLive: .seconds(1))
+      store["kept"] = 2
+      clock.move(by: .seconds(2))
+      let manager = try PersistenceManager(
+        store: store, fileURL: directory.url.appending(path: "s.snapshot"))
+      #expect(try manager.save().entryCount == 1)
+      let restored = MemoryStore<String, Int>()
+      _ = try PersistenceManager(store: restored, fileURL: manager.fileURL).load()
+      #expect(restored.allItems == ["kept": 2])
+    }
+
+    @Test func manyEntriesExpiringAtOnceAreAllRemovedBeforeTheNextRead() {
+      let clock = HeldScheduler()
+      let store = MemoryStore<Int, Int>(scheduler: clock)
+      store.defaultTimeToLive = .seconds(1)
+      store.addEntries(Dictionary(uniqueKeysWithValues: (0..<10_000).map { ($0, $0) }))
+      store.setValue(-1, forKey: -1, timeToLive: .seconds(100))
+      clock.move(by: .seconds(1))
+      #expect(store.count == 1)
+      #expect(store.statistics.evictions[.expired] == 10_000)
+      #expect(store._policyMismatch() == nil)
+    }
+
+    @Test func expiryHoldsUnderConcurrentReaders() async {
+      let clock = HeldScheduler()
+      let store = MemoryStore<Int, Int>(scheduler: clock)
+      let stale = Atomic<Int>(0)
+      let returned = Atomic<Int>(0)
+      let done: [Void]? = runOnThreads(4) { thread in
+        var random = SplitMix64(seed: UInt64(thread) + 7)
+        for step in 0..<6_000 {
+          let key = random.below(500)
+          if thread == 0 {
+            // The only writer also moves the clock, so a value's stamp is its write time.
+            if step % 300 == 0 { clock.move(by: .milliseconds(300)) }
+            store.setValue(clock.nanoseconds, forKey: key, timeToLive: .seconds(1))
+          } else {
+            // A value returned was written less than its lifetime before the read began.
+            let now = clock.nanoseconds
+            if let written = store[key] {
+              returned.wrappingAdd(1, ordering: .relaxed)
+              if now - written >= 1_000_000_000 { stale.wrappingAdd(1, ordering: .relaxed) }
+            }
+          }
+        }
+      }
+      #expect(done != nil)
+      #expect(returned.load(ordering: .relaxed) > 0)
+      #expect(stale.load(ordering: .relaxed) == 0)
+      await store.flush()
+      #expect(store._policyMismatch() == nil)
+    }
+  }
+}
+
+/// A scheduler whose clock moves only when told and which never runs its timers: the case of a
+/// late timer, where only reads and writes can notice expiries.
+final class HeldScheduler: StoreScheduler {
+  private let offset = Atomic<Int64>(0)
+  private let start = ContinuousClock.now
+
+  var now: ContinuousClock.Instant { start + .nanoseconds(offset.load(ordering: .acquiring)) }
+
+  /// Nanoseconds since the scheduler was created.
+  var nanoseconds: Int { Int(offset.load(ordering: .acquiring)) }
+
+  func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) {}
+
+  func move(by duration: Duration) {
+    let (seconds, attoseconds) = duration.components
+    offset.wrappingAdd(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, ordering: .releasing)
+  }
+}
