@@ -53,11 +53,11 @@ let operations: [Operation] = [
   },
 ]
 
-/// The cumulative weights of the operations, skipped ones weighing 0, for picking an
-/// operation with one random number.
-func cumulativeWeights(skipping skipped: Set<String>) -> [Int] {
+/// The cumulative weights of the operations, with the weights in `overrides` in place of the
+/// table's (0 leaves an operation out), for picking an operation with one random number.
+func cumulativeWeights(overriding overrides: [String: Int]) -> [Int] {
   operations.reduce(into: []) { sums, operation in
-    sums.append((sums.last ?? 0) + (skipped.contains(operation.name) ? 0 : operation.weight))
+    sums.append((sums.last ?? 0) + (overrides[operation.name] ?? operation.weight))
   }
 }
 

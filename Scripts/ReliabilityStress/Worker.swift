@@ -118,10 +118,12 @@ final class Context: Sendable {
 
   init(
     threads: Int, store: MemoryStore<Int, Payload>, manager: PersistenceManager<Int, Payload>,
-    coder: some SnapshotCoder, skipped: Set<String>
+    coder: some SnapshotCoder, weights overrides: [String: Int]
   ) throws {
-    weights = cumulativeWeights(skipping: skipped)
-    groupsMayBePartial = operations.contains { $0.removesPartially && !skipped.contains($0.name) }
+    weights = cumulativeWeights(overriding: overrides)
+    groupsMayBePartial = operations.contains {
+      $0.removesPartially && (overrides[$0.name] ?? $0.weight) > 0
+    }
     self.threads = threads
     self.store = store
     self.manager = manager

@@ -20,15 +20,17 @@ import MemoryStore
 
 let usage = """
   usage: ReliabilityStress [--threads N] [--seconds S] [--interval-ms M] [--json] [--seed X]
-                           [--sample-rss] [--skip NAME,NAME...]
+                           [--sample-rss] [--skip NAME,...] [--weight NAME=N,...]
     --threads N      worker threads (default 16)
     --seconds S      how long they run (default 20)
     --interval-ms M  the store's notificationInterval (default 5; 0: change batches off, and
                      the mirrors are not checked)
     --json           save with the JSON coder (default: binary)
     --seed X         the seed of the workers' random choices (default 1)
-    --sample-rss     print the resident set size every second ("rss t=<s> kb=<KiB>")
+    --sample-rss     print, every second, the resident set size and the lowest of ten samples
+                     of the heap in use taken in that second ("rss t=<s> kb=<KiB> heap=<KiB>")
     --skip NAMES     leave these operations (comma-separated names, as printed) out of the mix
+    --weight N=W     give operation N the weight W instead of the table's (comma-separated)
   """
 
 struct Options {
@@ -38,7 +40,11 @@ struct Options {
   var json = false
   var seed: UInt64 = 1
   var sampleRSS = false
-  var skipped: Set<String> = []
+  /// Weights that replace the table's, by operation name; 0 leaves an operation out.
+  var weights: [String: Int] = [:]
+
+  /// The operations left out.
+  var skipped: Set<String> { Set(weights.filter { $0.value == 0 }.keys) }
 }
 
 func parseOptions() -> Options {
@@ -60,16 +66,27 @@ func parseOptions() -> Options {
     case "--seed": options.seed = UInt64(value(argument))
     case "--json": options.json = true
     case "--sample-rss": options.sampleRSS = true
-    case "--skip":
-      guard let names = arguments.popFirst() else {
-        FileHandle.standardError.write(Data("--skip needs names\n\(usage)\n".utf8))
+    case "--skip", "--weight":
+      guard let list = arguments.popFirst() else {
+        FileHandle.standardError.write(Data("\(argument) needs a value\n\(usage)\n".utf8))
         exit(64)
       }
-      options.skipped = Set(names.split(separator: ",").map(String.init))
-      let unknown = options.skipped.subtracting(operations.map(\.name))
-      guard unknown.isEmpty else {
-        FileHandle.standardError.write(Data("unknown operations: \(unknown.sorted())\n".utf8))
-        exit(64)
+      for item in list.split(separator: ",").map(String.init) {
+        var name = item
+        var weight = 0
+        if argument == "--weight" {
+          let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+          guard parts.count == 2, let number = Int(parts[1]), number >= 0 else {
+            FileHandle.standardError.write(Data("--weight needs NAME=N, not '\(item)'\n".utf8))
+            exit(64)
+          }
+          (name, weight) = (parts[0], number)
+        }
+        guard operations.contains(where: { $0.name == name }) else {
+          FileHandle.standardError.write(Data("unknown operation '\(name)'\n".utf8))
+          exit(64)
+        }
+        options.weights[name] = weight
       }
     case "-h", "--help":
       print(usage)
@@ -109,6 +126,41 @@ func residentKiB() -> Int? {
   return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
 }
 
+/// The bytes the program holds in malloc'd blocks, in KiB: what it allocated and has not freed
+/// yet, whatever the allocator keeps from the system meanwhile. From glibc's `malloc_info` (its
+/// totals over every arena: what the arenas hold from the system, less their free chunks, plus
+/// the blocks mapped on their own); `nil` where that is missing.
+func heapInUseKiB() -> Int? {
+  #if canImport(Glibc)
+    guard let symbol = dlsym(nil, "malloc_info") else { return nil }
+    typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+    let mallocInfo = unsafeBitCast(symbol, to: MallocInfo.self)
+    var buffer: UnsafeMutablePointer<CChar>?
+    var length = 0
+    guard let stream = open_memstream(&buffer, &length) else { return nil }
+    let status = mallocInfo(0, stream)
+    fclose(stream)
+    defer { free(buffer) }
+    guard status == 0, let buffer else { return nil }
+    let xml = String(cString: buffer)
+    // The totals follow the last arena's <heap> element.
+    guard let totals = xml.range(of: "</heap>", options: .backwards).map({ xml[$0.upperBound...] })
+    else { return nil }
+    func size(_ prefix: String) -> Int? {
+      guard let start = totals.range(of: prefix) else { return nil }
+      let rest = totals[start.upperBound...]
+      guard let sizeStart = rest.range(of: "size=\"") else { return nil }
+      return Int(rest[sizeStart.upperBound...].prefix { $0.isNumber })
+    }
+    guard let fast = size("<total type=\"fast\""), let rest = size("<total type=\"rest\""),
+      let mapped = size("<total type=\"mmap\""), let current = size("<system type=\"current\"")
+    else { return nil }
+    return (current - fast - rest + mapped) / 1024
+  #else
+    return nil
+  #endif
+}
+
 func run(_ options: Options) async -> Int32 {
   let directory = FileManager.default.temporaryDirectory.appending(
     path: "reliability-stress-\(getpid())", directoryHint: .isDirectory)
@@ -133,8 +185,8 @@ func run(_ options: Options) async -> Int32 {
     print("FAIL: cannot create the persistence manager: \(error)")
     return 1
   }
-  guard options.skipped.count < operations.count else {
-    print("FAIL: every operation is skipped")
+  guard (cumulativeWeights(overriding: options.weights).last ?? 0) > 0 else {
+    print("FAIL: every operation has the weight 0")
     return 64
   }
   let context: Context
@@ -143,10 +195,10 @@ func run(_ options: Options) async -> Int32 {
       options.json
       ? try Context(
         threads: options.threads, store: store, manager: manager, coder: .json,
-        skipped: options.skipped)
+        weights: options.weights)
       : try Context(
         threads: options.threads, store: store, manager: manager, coder: .binary,
-        skipped: options.skipped)
+        weights: options.weights)
   } catch {
     print("FAIL: cannot create a replica's persistence manager: \(error)")
     return 1
@@ -172,8 +224,11 @@ func run(_ options: Options) async -> Int32 {
     "ReliabilityStress: \(options.threads) threads × \(options.seconds) s, "
       + "\(operations.count) operations, notificationInterval \(options.intervalMilliseconds) ms, "
       + "\(options.json ? "JSON" : "binary") coder, seed \(options.seed)"
-      + (options.skipped.isEmpty
-        ? "" : ", skipping \(options.skipped.sorted().joined(separator: ", "))"))
+      + (options.weights.isEmpty
+        ? ""
+        : ", weights changed: "
+          + options.weights.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+          .joined(separator: ", ")))
   fflush(nil)
 
   let clock = ContinuousClock()
@@ -200,17 +255,21 @@ func run(_ options: Options) async -> Int32 {
 
   var rssSamples: [Int] = []
   if options.sampleRSS {
-    var next = start + .seconds(1)
-    var second = 1
+    // The heap every 100 ms, and each second the lowest of those ten samples with the RSS.
+    var next = start + .milliseconds(100)
+    var tick = 1
+    var lowestHeap: Int?
     while next <= deadline {
       try? await Task.sleep(until: next, clock: .continuous)
-      if let kib = residentKiB() {
+      if let heap = heapInUseKiB() { lowestHeap = min(lowestHeap ?? heap, heap) }
+      if tick % 10 == 0, let kib = residentKiB() {
         rssSamples.append(kib)
-        print("rss t=\(second) kb=\(kib)")
+        print("rss t=\(tick / 10) kb=\(kib)" + (lowestHeap.map { " heap=\($0)" } ?? ""))
         fflush(nil)
+        lowestHeap = nil
       }
-      next += .seconds(1)
-      second += 1
+      next += .milliseconds(100)
+      tick += 1
     }
   }
   await withCheckedContinuation { continuation in
