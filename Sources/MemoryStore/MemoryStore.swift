@@ -209,7 +209,7 @@ extension MemoryStore {
     _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
   ) -> R {
     // No entry visible to this read has expired at the instant it starts.
-    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+    _expireDueEntries()
     let counters = _readers.countersForCurrentThread()
     var state = _state.load(ordering: .relaxed)
     while true {
@@ -250,6 +250,15 @@ extension MemoryStore {
     // unchanged state means the overlay still sits on top of this copy.
     guard _state.load(ordering: .acquiring) == state else { return nil }
     return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer), counters)
+  }
+
+  /// The store as readers see it, for code holding the write lock (the published copy cannot
+  /// change under it).
+  @inlinable
+  func _lockedView() -> _ReadView<Key, Value> {
+    let state = _state.load(ordering: .relaxed)
+    return _ReadView(
+      copy: _copies.pointer(state & 1), overlay: state & 2 != 0 ? _overlay.pointer : nil)
   }
 
   /// The largest overlay a reader folds in (see ``_helpFoldOverlay()``).

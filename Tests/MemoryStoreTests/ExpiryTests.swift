@@ -90,6 +90,18 @@ extension StoreContractTests {
       #expect(store.allItems == ["before": 0])
     }
 
+    @Test func timesOfCenturiesSaturateInsteadOfOverflowing() {
+      // A time to live or an interval of centuries is "never", not an arithmetic trap: on the
+      // store's clock and on the system scheduler alike.
+      DispatchScheduler().schedule(after: .seconds(Int64.max)) {}
+      let store = MemoryStore<String, Int>()
+      store.setValue(1, forKey: "a", timeToLive: .seconds(Int64.max))
+      store.notificationInterval = .seconds(Int64.max)
+      store["b"] = 2
+      #expect(store["a"] == 1)
+      #expect(store.count == 2)
+    }
+
     @Test func rewritingAnEntryRenewsItsTimeToLive() {
       let scheduler = ManualScheduler()
       let store = MemoryStore<String, Int>(scheduler: scheduler)

@@ -38,10 +38,7 @@ extension MemoryStore {
     evictionDecider: @escaping EvictionDecider
   ) {
     self.init(name: name, scheduler: scheduler, decider: evictionDecider)
-    _writeLock.withLock {
-      _activatePolicyLocked(now: 0, needsRecency: true)
-      _policy.pointer.pointee.isTicking = true
-    }
+    _writeLock.withLock { _activatePolicyLocked(now: 0, needsRecency: true) }
     _readTick.store(1, ordering: .relaxed)
     _scheduleTick()
     evictionInterval = .seconds(600)
@@ -220,7 +217,7 @@ extension MemoryStore {
   /// read under the write lock.
   public var statistics: StoreStatistics {
     // Like every read, it never counts an entry that has expired.
-    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+    _expireDueEntries()
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
     return _writeLock.withLock {
@@ -263,8 +260,14 @@ extension MemoryStore {
     if updated != value { slot.pointee.store(updated, ordering: .relaxed) }
   }
 
-  /// Removes the entries that have expired by now, before a read (or a save) looks at the
-  /// store.
+  /// Removes the entries that have expired by now, if any may have: what every read, save,
+  /// purge and statistics call does first. One relaxed atomic load while no entry expires.
+  @inlinable @inline(__always)
+  func _expireDueEntries() {
+    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+  }
+
+  /// Removes the entries that have expired by now (see ``_expireDueEntries()``).
   @inlinable @inline(never)
   func _expireBeforeRead() {
     let now = _clockNanos()
@@ -274,14 +277,6 @@ extension MemoryStore {
       _writeLock.unlock()
       _finishPolicyWrite(outcome, now: now)
     }
-  }
-
-  /// The store as readers see it, for code holding the write lock.
-  @inlinable
-  func _lockedView() -> _ReadView<Key, Value> {
-    let state = _state.load(ordering: .relaxed)
-    return _ReadView(
-      copy: _copies.pointer(state & 1), overlay: state & 2 != 0 ? _overlay.pointer : nil)
   }
 }
 
@@ -302,7 +297,7 @@ extension MemoryStore {
     @usableFromInline var followUp: _TrackingFollowUp?
     /// Arm the expiry timer for this deadline.
     @usableFromInline var armSweepAt: Int64?
-    /// The entries removed at the caller's request (a purge's), when it asked for them.
+    /// The entries removed at the caller's request (a purge's).
     @usableFromInline var removed: [Key: Value] = [:]
 
     @inlinable init() {}
@@ -338,7 +333,7 @@ extension MemoryStore {
       _policyActive.store(true, ordering: .relaxed)
       // Releasing `contents` here runs no deinit: the store still holds every value.
     }
-    if needsRecency || policy.pointee.table.base != nil { _reserveRecencyLocked() }
+    if needsRecency { _reserveRecencyLocked() }
   }
 
   /// Gives reads a recency table with room for the current entries (write lock held).
@@ -364,8 +359,7 @@ extension MemoryStore {
     now: Int64, operation: _WriteOperation<Key, Value>?, reason: ChangeReason = .write,
     cost: Int = 0, timeToLive: Duration? = nil,
     requested: [(key: Key, version: UInt64)] = [], requestedReason: EvictionReason = .decider,
-    trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max,
-    collectRemoved: Bool = false
+    trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
     let policy = _policy.pointer
     var outcome = _PolicyOutcome()
@@ -421,6 +415,7 @@ extension MemoryStore {
       policy.pointee.remove(key)
       evicted.append((key, requestedReason))
     }
+    let requestedCount = evicted.count
     // 4. The limits.
     while evicted.count < maximumEvictions,
       let over = policy.pointee.isOverLimits(fraction: trimFraction),
@@ -441,8 +436,8 @@ extension MemoryStore {
 
     // 5. Log, then apply as one write.
     let view = _lockedView()
-    if collectRemoved {
-      for (key, _) in evicted { outcome.removed[key] = view.value(forKey: key) }
+    for (key, _) in evicted.prefix(requestedCount) {
+      outcome.removed[key] = view.value(forKey: key)
     }
     outcome.followUp = _logPolicyWriteLocked(
       view: view, expired: expired, operation: operation, insertApplies: insertApplies,
@@ -585,7 +580,7 @@ extension MemoryStore {
   func _purge(_ trigger: EvictionTrigger) -> [Key: Value] {
     guard let decider = _evictionDecider, _purgeGate.enter() else { return [:] }
     defer { _purgeGate.leave() }
-    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+    _expireDueEntries()
     let start = _clockNanos()
     _readTick.store(Self._tick(start), ordering: .relaxed)
     let startVersion = _writeLock.withLock {
@@ -632,8 +627,7 @@ extension MemoryStore {
       let now = _clockNanos()
       _writeLock.lock()
       let outcome = _policyWriteLocked(
-        now: now, operation: nil, requested: victims, requestedReason: .decider,
-        collectRemoved: true)
+        now: now, operation: nil, requested: victims, requestedReason: .decider)
       _writeLock.unlock()
       evicted.merge(outcome.removed) { _, new in new }
       _finishPolicyWrite(outcome, now: now)
@@ -683,26 +677,6 @@ extension MemoryStore {
   /// The second that reads record for `nanos`: 1 for the first second.
   static func _tick(_ nanos: Int64) -> UInt32 {
     UInt32(clamping: nanos / 1_000_000_000 + 1)
-  }
-}
-
-extension Duration {
-  /// The duration in nanoseconds, saturating at the bounds of `Int64`.
-  @inlinable
-  var nanoseconds: Int64 {
-    let (seconds, attoseconds) = components
-    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    if overflow { return seconds < 0 ? .min : .max }
-    return scaled.addingSaturating(attoseconds / 1_000_000_000)
-  }
-}
-
-extension Int64 {
-  @inlinable
-  func addingSaturating(_ other: Int64) -> Int64 {
-    let (sum, overflow) = addingReportingOverflow(other)
-    if overflow { return other < 0 ? .min : .max }
-    return sum
   }
 }
 

@@ -57,13 +57,10 @@ struct _Policy<Key: Hashable> {
   @usableFromInline var evictionInterval: Duration = .zero
   /// Bumped when the interval changes, so a superseded timer does nothing.
   @usableFromInline var intervalGeneration: UInt64 = 0
-  @usableFromInline var isTicking = false
   /// The recency table readers update, if eviction needs recency.
   @usableFromInline var table = _RecencyTable()
 
   @usableFromInline init() {}
-
-  @inlinable var hasLimits: Bool { countLimit > 0 || costLimit > 0 }
 
   // MARK: Records
 

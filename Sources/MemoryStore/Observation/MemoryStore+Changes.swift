@@ -142,10 +142,7 @@ extension MemoryStore {
   func _trackLocked(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> _TrackingFollowUp? {
-    let state = _state.load(ordering: .relaxed)
-    // The store as readers see it; stable while the write lock is held.
-    let view = _ReadView(
-      copy: _copies.pointer(state & 1), overlay: state & 2 != 0 ? _overlay.pointer : nil)
+    let view = _lockedView()
     let tracker = _tracker.pointer
     let logged = tracker.pointee.log.count
     switch operation {

@@ -48,8 +48,8 @@ public struct DispatchScheduler: StoreScheduler {
   public var now: ContinuousClock.Instant { .now }
 
   public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
-    let (seconds, attoseconds) = delay.components
-    let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+    // Saturating: a delay of centuries must not overflow (it never comes, as it should).
+    let nanoseconds = max(delay.nanoseconds, 0)
     DispatchQueue.global(qos: qos).asyncAfter(
       deadline: .now() + .nanoseconds(Int(clamping: nanoseconds)), execute: action)
   }

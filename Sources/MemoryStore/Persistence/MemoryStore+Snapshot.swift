@@ -25,7 +25,7 @@ extension MemoryStore {
     _ body: ([Key: Value], UInt64) throws(E) -> R
   ) throws(E) -> R {
     // A snapshot never holds an entry that has expired when it is taken.
-    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+    _expireDueEntries()
     let counters = _readers.countersForCurrentThread()
     var copy = 0
     var writeCount: UInt64 = 0
