@@ -182,8 +182,8 @@ func measure(
   case .memorystoreBatches:
     measure(ObservedMemoryStore.self, workload, fixture: fixture, plan: plan)
   case .memorystoreLimited:
-    measure(LimitedMemoryStore.self, workload, fixture: fixture, plan: plan)
+    measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTTL:
-    measure(ExpiringMemoryStore.self, workload, fixture: fixture, plan: plan)
+    measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
   }
 }

@@ -324,40 +324,40 @@ final class ObservedMemoryStore: BenchmarkStore {
 
 // MARK: - (g) memorystore with a count limit, (h) with a time to live
 
-/// MemoryStore with `countLimit` equal to the number of keys: nothing is evicted (every key
-/// written is one of them), but reads note recency and writes keep eviction records.
-final class LimitedMemoryStore: BenchmarkStore {
-  static var kind: StoreKind { .memorystoreLimited }
-  static func makeKey(_ string: String) -> String { string }
-
-  let store: MemoryStore<String, Quote>
-
-  init(prepopulated entries: [String: Quote]) {
-    store = MemoryStore(name: "benchmark-limited")
-    store.countLimit = entries.count
-    store.addEntries(entries)
-  }
-
-  @inline(__always)
-  func fetch(_ key: String) -> Quote? { store[key] }
-
-  @inline(__always)
-  func put(_ key: String, _ value: Quote) { store[key] = value }
-
-  func drain() { store.drain() }
+/// How a policy variant of the store is configured before it is filled.
+protocol StoreVariant {
+  static var kind: StoreKind { get }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int)
 }
 
-/// MemoryStore whose entries live an hour: nothing expires during a run, but every read
-/// compares the earliest expiry with the clock.
-final class ExpiringMemoryStore: BenchmarkStore {
+/// `countLimit` equal to the number of keys: nothing is evicted (every key written is one of
+/// them), but reads note recency and writes keep eviction records.
+enum CountLimited: StoreVariant {
+  static var kind: StoreKind { .memorystoreLimited }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
+    store.countLimit = entryCount
+  }
+}
+
+/// Entries live an hour: nothing expires during a run, but every read compares the earliest
+/// expiry with the clock.
+enum Expiring: StoreVariant {
   static var kind: StoreKind { .memorystoreTTL }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
+    store.defaultTimeToLive = .seconds(3_600)
+  }
+}
+
+/// MemoryStore configured by `Variant` before it is filled.
+final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
+  static var kind: StoreKind { Variant.kind }
   static func makeKey(_ string: String) -> String { string }
 
   let store: MemoryStore<String, Quote>
 
   init(prepopulated entries: [String: Quote]) {
-    store = MemoryStore(name: "benchmark-ttl")
-    store.defaultTimeToLive = .seconds(3_600)
+    store = MemoryStore(name: "benchmark-\(Variant.kind.rawValue)")
+    Variant.configure(store, entryCount: entries.count)
     store.addEntries(entries)
   }
 
