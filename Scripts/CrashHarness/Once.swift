@@ -25,6 +25,21 @@ enum OnceStatus {
 }
 
 /// Prints `error` as `<step>: error kind=… code=… errno=…` and a `description:` line.
+/// A manager for `file` with the binary or the JSON coder; exits with
+/// `OnceStatus.initFailed` if it cannot be created.
+func makeManager<Value: Codable & Sendable>(
+  store: MemoryStore<String, Value>, file: URL, binary: Bool
+) -> PersistenceManager<String, Value> {
+  do {
+    return binary
+      ? try PersistenceManager(store: store, fileURL: file, coder: .binary)
+      : try PersistenceManager(store: store, fileURL: file, coder: .json)
+  } catch {
+    printPersistenceError("init", error)
+    exit(OnceStatus.initFailed)
+  }
+}
+
 func printPersistenceError(_ step: String, _ error: PersistenceError) {
   var line = "\(step): error kind=\(error.kind)"
   if let code = error.code { line += " code=\(code) errno=\(code.rawValue)" }
@@ -37,16 +52,7 @@ func printPersistenceError(_ step: String, _ error: PersistenceError) {
 /// `moveDirectoryTo` (so that the directory is missing when the save starts), and saves once.
 func runSaveOnce(file: URL, entries: Int, binary: Bool, moveDirectoryTo: String?) -> Never {
   let store = MemoryStore<String, Entry>(name: "save-once")
-  let manager: PersistenceManager<String, Entry>
-  do {
-    manager =
-      binary
-      ? try PersistenceManager(store: store, fileURL: file, coder: .binary)
-      : try PersistenceManager(store: store, fileURL: file, coder: .json)
-  } catch {
-    printPersistenceError("init", error)
-    exit(OnceStatus.initFailed)
-  }
+  let manager = makeManager(store: store, file: file, binary: binary)
   do {
     print("load: ok entries=\(try manager.load())")
   } catch {
@@ -80,16 +86,7 @@ func runSaveOnce(file: URL, entries: Int, binary: Bool, moveDirectoryTo: String?
 /// type) with the JSON or binary coder and prints the outcome and the time `load()` took.
 func runLoadOnce(file: URL, binary: Bool, maximumSize: Int?) -> Never {
   let store = MemoryStore<String, Tree>(name: "load-once")
-  let manager: PersistenceManager<String, Tree>
-  do {
-    manager =
-      binary
-      ? try PersistenceManager(store: store, fileURL: file, coder: .binary)
-      : try PersistenceManager(store: store, fileURL: file, coder: .json)
-  } catch {
-    printPersistenceError("init", error)
-    exit(OnceStatus.initFailed)
-  }
+  let manager = makeManager(store: store, file: file, binary: binary)
   if let maximumSize { manager.maximumFileSize = maximumSize }
   let clock = ContinuousClock()
   let start = clock.now
