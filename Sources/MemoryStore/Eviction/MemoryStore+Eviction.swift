@@ -59,7 +59,8 @@ extension MemoryStore {
   ///
   /// Without a decider this does nothing; on an empty store the decider is not called. A
   /// purge called from inside the decider returns at once, empty; one called from another
-  /// thread while a purge runs waits for it. Removals appear in change batches with reason
+  /// thread while a purge runs waits for it, so a decider must not wait for another thread's
+  /// purge. Removals appear in change batches with reason
   /// ``ChangeReason/evictedByDecider``.
   ///
   /// - Parameter trigger: Why the purge runs, passed to the decider in
