@@ -1,0 +1,695 @@
+import Synchronization
+
+/// A hash table that any number of threads read without locks while one writer at a time
+/// (serialised by a lock the caller holds) changes it; the engine under a store.
+///
+/// ## Reading
+///
+/// A reader announces itself in its own stripe of a ``_ReaderIndicator`` (one atomic
+/// increment on a cache line no other thread writes, in the common case), loads the published
+/// *version*, and reads the table as it was at that version: it walks the key's bucket chain
+/// and, from the node it finds, follows `older` links back to the newest node written at or
+/// before its version (see ``_Node``). A reader never waits, never retries a lookup and never
+/// writes a shared cache line.
+///
+/// ## Writing
+///
+/// The writer *stages* changes, each linking a new node (or a tombstone, for a removal) in
+/// place of the key's current node, stamped with the next version; readers skip them, since
+/// their version is newer than the published one. ``publish()`` then makes every staged change
+/// visible at once with one releasing store of the version, so a batch of changes is atomic
+/// for readers, and each write costs one hash of its key.
+///
+/// ## Reclaiming memory
+///
+/// A node that was replaced, and a table that was replaced, stay readable until no reader can
+/// reach them: they are *retired* into the current epoch's list, and freed once every reader
+/// that entered during that epoch or before has left (epoch-based reclamation over the reader
+/// indicator's two counters per stripe). Freeing runs a key's or a value's `deinit`, so it
+/// happens outside the write lock: ``publish()`` returns the garbage, and the caller frees it
+/// after unlocking. Tombstones stay linked until no reader can still need what they hide, then
+/// the writer unlinks them.
+///
+/// ## Growing
+///
+/// Growth never stops the world: when the entries outnumber the buckets, the writer allocates
+/// a table twice as large and moves a few buckets per write (copying their nodes, then marking
+/// the old bucket forwarded), so no write does work proportional to the table. Readers that
+/// meet a forwarded bucket continue in the new table. `removeAll()` starts a new, empty
+/// generation; readers at an older version read the previous one until they leave.
+///
+/// Memory per entry: one node (24 bytes of header, the key, the value; one allocation) and
+/// one to two bucket words.
+@usableFromInline
+final class _ConcurrentTable<Key: Hashable, Value> {
+  // The read side: what readers load, on one cache line.
+
+  /// The version of the last published write.
+  @usableFromInline let _version: Atomic<UInt64>
+  /// The bits of the current generation's table (during growth, the table being grown from).
+  @usableFromInline let _root: Atomic<Int>
+  /// The reclamation epoch; its parity picks the reader counter a reader announces itself in.
+  @usableFromInline let _epoch: Atomic<Int>
+  /// The number of entries at the even and the odd published versions (see ``count``).
+  @usableFromInline let _evenCount: Atomic<Int>
+  @usableFromInline let _oddCount: Atomic<Int>
+
+  /// Per-thread counts of the readers of each epoch parity.
+  @usableFromInline let _readers: _ReaderIndicator
+  /// The writer's state; guarded by the caller's write lock.
+  @usableFromInline let _writer: _UnsafeBox<_TableWriter>
+
+  /// The smallest table, in buckets.
+  @usableFromInline static var minimumCapacity: Int { 16 }
+
+  @usableFromInline
+  init() {
+    let root = _TableHeader.make(
+      capacity: Self.minimumCapacity, baseVersion: 0, previousGeneration: nil)
+    _version = Atomic(0)
+    _root = Atomic(Int(bitPattern: root))
+    _epoch = Atomic(0)
+    _evenCount = Atomic(0)
+    _oddCount = Atomic(0)
+    _readers = _ReaderIndicator()
+    _writer = _UnsafeBox(_TableWriter(root: root))
+  }
+
+  deinit {
+    let writer = _writer.pointer
+    var garbage = _TableGarbage()
+    garbage.items.append(.generation(writer.pointee.root))
+    garbage.items.append(contentsOf: writer.pointee.limbo.0)
+    garbage.items.append(contentsOf: writer.pointee.limbo.1)
+    for entry in writer.pointee.tombstones[writer.pointee.tombstonesStart...] {
+      garbage.items.append(.node(entry.node))
+    }
+    _free(garbage)
+    _writer.deallocate()
+    _readers.deallocate()
+  }
+}
+
+// Safe: the read side is only atomics and memory that the reclamation protocol keeps alive
+// for every reader that can reach it; the writer's state is accessed only by the caller that
+// holds the store's write lock (documented on every writer method); keys and values are
+// Sendable wherever a table is shared (it is internal to MemoryStore, whose Key and Value are).
+extension _ConcurrentTable: @unchecked Sendable {}
+
+/// Something retired from a table, freed once no reader can reach it.
+@usableFromInline
+enum _Retired {
+  /// One node.
+  case node(Int)
+  /// A table's bucket array and header, not its nodes (their entries moved on).
+  case shell(UnsafeMutablePointer<_TableHeader>)
+  /// A whole generation: its table (and the table it was growing into), with every node
+  /// linked in them but tombstones, which the tombstone list frees.
+  case generation(UnsafeMutablePointer<_TableHeader>)
+}
+
+/// What a write retired and no reader can reach any more: freed by
+/// ``_ConcurrentTable/_free(_:)`` after the write lock is released.
+@usableFromInline
+struct _TableGarbage {
+  @usableFromInline var items: ContiguousArray<_Retired> = []
+
+  @inlinable init() {}
+}
+
+/// The writer's side of a ``_ConcurrentTable``; guarded by the caller's write lock.
+@usableFromInline
+struct _TableWriter {
+  /// The current generation's table (during growth, the one being grown from).
+  @usableFromInline var root: UnsafeMutablePointer<_TableHeader>
+  /// The last published version.
+  @usableFromInline var version: UInt64 = 0
+  /// Whether changes were staged since the last publication.
+  @usableFromInline var staged = false
+  /// Entries in the newest (staged) state.
+  @usableFromInline var count = 0
+  /// Tombstones linked in the current generation.
+  @usableFromInline var tombstoneCount = 0
+  /// During growth: the next bucket of `root` to move.
+  @usableFromInline var growthCursor = 0
+  /// The reclamation epoch (the writer's copy of `_epoch`).
+  @usableFromInline var epoch = 0
+  /// Retired in even and in odd epochs.
+  @usableFromInline var limbo: (ContiguousArray<_Retired>, ContiguousArray<_Retired>) = ([], [])
+  /// Tombstones linked (or replaced, or in a dead generation) and the epoch they were linked
+  /// in, oldest first, from `tombstonesStart`.
+  @usableFromInline var tombstones: ContiguousArray<(node: Int, epoch: Int)> = []
+  @usableFromInline var tombstonesStart = 0
+  /// How many retirements make the next publication try to reclaim; doubled while a reader
+  /// holds an epoch back, so that a long reader costs writers nothing.
+  @usableFromInline var reclaimThreshold = 64
+
+  @usableFromInline
+  init(root: UnsafeMutablePointer<_TableHeader>) {
+    self.root = root
+  }
+
+  @inlinable
+  mutating func retire(_ item: _Retired) {
+    if epoch & 1 == 0 { limbo.0.append(item) } else { limbo.1.append(item) }
+  }
+
+  /// Retired in the current epoch.
+  @inlinable
+  var currentLimboCount: Int { epoch & 1 == 0 ? limbo.0.count : limbo.1.count }
+}
+
+// MARK: - Reading
+
+extension _ConcurrentTable {
+  /// Runs `body` as a reader, with the published version: everything `body` reads through
+  /// the table at that version stays valid until it returns.
+  ///
+  /// `body` may run a key's `==` but no other user code: a reader that stays inside delays the
+  /// freeing of memory (never a writer).
+  @inlinable @inline(__always)
+  func withReadSection<R>(_ body: (UInt64) -> R) -> R {
+    let counters = _readers.countersForCurrentThread()
+    let parity = _epoch.load(ordering: .relaxed) & 1
+    counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
+    let version = _version.load(ordering: .acquiring)
+    let result = body(version)
+    counters[parity].wrappingSubtract(1, ordering: .releasing)
+    return result
+  }
+
+  /// The value of `key` at `version`; call inside ``withReadSection(_:)``.
+  @inlinable @inline(__always)
+  func _value(forKey key: Key, hash: Int, at version: UInt64) -> Value? {
+    guard let node = _lookup(key, hash: hash, at: version) else { return nil }
+    return node.value.pointee
+  }
+
+  /// The node holding `key`'s value at `version`, or `nil` if the key was absent then.
+  @inlinable @inline(__always)
+  func _lookup(_ key: Key, hash: Int, at version: UInt64) -> _Node<Key, Value>? {
+    var table = _table(at: version)
+    while true {
+      let head = table.pointee.buckets[hash & table.pointee.mask].load(ordering: .acquiring)
+      if head == _TableHeader.forwarded {
+        // Safe: a forwarded bucket is marked only after `nextTable` is set.
+        table = table.pointee.nextTable.unsafelyUnwrapped
+        continue
+      }
+      var bits = head
+      while let node = _Node<Key, Value>(bits: bits) {
+        if node.key.pointee == key {
+          guard let visible = node.resolved(at: version), !visible.isTombstone else {
+            return nil
+          }
+          return visible
+        }
+        bits = node.next.pointee.load(ordering: .acquiring)
+      }
+      return nil
+    }
+  }
+
+  /// The generation's table a reader at `version` reads.
+  @inlinable @inline(__always)
+  func _table(at version: UInt64) -> UnsafeMutablePointer<_TableHeader> {
+    // Safe: the root is never 0, and a generation newer than the reader's version always
+    // has the previous one (kept alive by this reader) to fall back to.
+    var table = UnsafeMutablePointer<_TableHeader>(
+      bitPattern: _root.load(ordering: .acquiring)
+    ).unsafelyUnwrapped
+    while table.pointee.baseVersion > version {
+      table = table.pointee.previousGeneration.unsafelyUnwrapped
+    }
+    return table
+  }
+
+  /// The value of `key` now.
+  ///
+  /// - Complexity: O(1) on average; never waits.
+  @inlinable
+  func value(forKey key: Key) -> Value? {
+    let hash = key.hashValue
+    return withReadSection { _value(forKey: key, hash: hash, at: $0) }
+  }
+
+  /// The number of entries at one published version.
+  ///
+  /// - Complexity: O(1); lock-free (it loads again if a write was published meanwhile).
+  @inlinable
+  var count: Int {
+    while true {
+      let version = _version.load(ordering: .acquiring)
+      // The count of version v is stored (releasing) before v is published, and its slot is
+      // reused for v + 2 only after v + 1 is published: an unchanged version proves it.
+      let count =
+        version & 1 == 0
+        ? _evenCount.load(ordering: .acquiring) : _oddCount.load(ordering: .acquiring)
+      if _version.load(ordering: .acquiring) == version { return count }
+    }
+  }
+
+  /// Calls `body` with every entry at `version`; call inside ``withReadSection(_:)``.
+  ///
+  /// - Complexity: O(*n*) for the table's capacity and entries.
+  @inlinable
+  func _forEach(at version: UInt64, _ body: (Key, Value) -> Void) {
+    let table = _table(at: version)
+    for index in 0..<table.pointee.capacity {
+      _forEach(inBucket: index, of: table, at: version, body)
+    }
+  }
+
+  @inlinable
+  func _forEach(
+    inBucket index: Int, of table: UnsafeMutablePointer<_TableHeader>, at version: UInt64,
+    _ body: (Key, Value) -> Void
+  ) {
+    let head = table.pointee.buckets[index].load(ordering: .acquiring)
+    if head == _TableHeader.forwarded {
+      // The bucket's entries live in the buckets of the next table that share its low bits.
+      let next = table.pointee.nextTable.unsafelyUnwrapped
+      var target = index
+      while target < next.pointee.capacity {
+        _forEach(inBucket: target, of: next, at: version, body)
+        target += table.pointee.capacity
+      }
+      return
+    }
+    var bits = head
+    while let node = _Node<Key, Value>(bits: bits) {
+      if let visible = node.resolved(at: version), !visible.isTombstone {
+        body(visible.key.pointee, visible.value.pointee)
+      }
+      bits = node.next.pointee.load(ordering: .acquiring)
+    }
+  }
+
+  /// Every entry at one published version, as a dictionary.
+  ///
+  /// - Complexity: O(*n*); never waits.
+  @inlinable
+  var dictionary: [Key: Value] {
+    withReadSection { version in
+      var result: [Key: Value] = [:]
+      result.reserveCapacity(_writerCountHint)
+      _forEach(at: version) { key, value in result[key] = value }
+      return result
+    }
+  }
+
+  /// An estimate of the count for sizing results, read without ordering.
+  @inlinable
+  var _writerCountHint: Int {
+    Swift.max(_evenCount.load(ordering: .relaxed), _oddCount.load(ordering: .relaxed))
+  }
+}
+
+// MARK: - Writing (the caller holds the write lock)
+
+extension _ConcurrentTable {
+  /// The version staged changes get.
+  @inlinable
+  var _stagingVersion: UInt64 { _writer.pointer.pointee.version &+ 1 }
+
+  /// The number of entries including staged changes. Write lock held.
+  @inlinable
+  var stagedCount: Int { _writer.pointer.pointee.count }
+
+  /// The value of `key` including staged changes. Write lock held.
+  @inlinable
+  func stagedValue(forKey key: Key) -> Value? {
+    let hash = key.hashValue
+    guard let (_, node) = _find(key, in: _writeSlot(for: key, hash: hash)), !node.isTombstone
+    else { return nil }
+    return node.value.pointee
+  }
+
+  /// Stages `key` → `value`; returns the value it replaces (staged or published). Write lock
+  /// held.
+  ///
+  /// - Complexity: O(1) on average: one hash of `key`.
+  @inlinable
+  @discardableResult
+  func stageSet(_ key: Key, _ value: Value) -> Value? {
+    let writer = _writer.pointer
+    _growStep()
+    let hash = key.hashValue
+    let slot = _writeSlot(for: key, hash: hash)
+    let version = writer.pointee.version &+ 1
+    writer.pointee.staged = true
+    if let (predecessor, old) = _find(key, in: slot) {
+      let node = _Node.make(key: key, value: value, version: version, older: old.bits)
+      node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
+      predecessor.pointee.store(node.bits, ordering: .releasing)
+      if old.isTombstone {
+        // The tombstone list frees it.
+        writer.pointee.tombstoneCount -= 1
+        writer.pointee.count += 1
+        return nil
+      }
+      let previous = old.value.pointee
+      writer.pointee.retire(.node(old.bits))
+      return previous
+    }
+    let node = _Node.make(key: key, value: value, version: version, older: 0)
+    node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
+    slot.pointee.store(node.bits, ordering: .releasing)
+    writer.pointee.count += 1
+    _growIfNeeded()
+    return nil
+  }
+
+  /// Stages `key` → `value` only if `key` is absent; returns the value present otherwise.
+  /// Write lock held.
+  @inlinable
+  func stageInsert(_ key: Key, _ value: Value) -> Value? {
+    if let existing = stagedValue(forKey: key) { return existing }
+    stageSet(key, value)
+    return nil
+  }
+
+  /// Stages the removal of `key`; returns the value removed. Write lock held.
+  ///
+  /// - Complexity: O(1) on average: one hash of `key`.
+  @inlinable
+  @discardableResult
+  func stageRemove(_ key: Key) -> Value? {
+    let writer = _writer.pointer
+    _growStep()
+    let hash = key.hashValue
+    let slot = _writeSlot(for: key, hash: hash)
+    guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
+    let version = writer.pointee.version &+ 1
+    writer.pointee.staged = true
+    let tombstone = _Node<Key, Value>.makeTombstone(key: key, version: version, older: old.bits)
+    tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
+    predecessor.pointee.store(tombstone.bits, ordering: .releasing)
+    let previous = old.value.pointee
+    writer.pointee.retire(.node(old.bits))
+    writer.pointee.tombstones.append((tombstone.bits, writer.pointee.epoch))
+    writer.pointee.tombstoneCount += 1
+    writer.pointee.count -= 1
+    return previous
+  }
+
+  /// Stages the removal of every entry: a new, empty generation. Returns whether there was
+  /// any entry. Write lock held.
+  ///
+  /// - Complexity: O(1); the old generation is freed later, outside the lock.
+  @inlinable
+  @discardableResult
+  func stageRemoveAll() -> Bool {
+    let writer = _writer.pointer
+    guard writer.pointee.count > 0 else { return false }
+    let version = writer.pointee.version &+ 1
+    writer.pointee.staged = true
+    let old = writer.pointee.root
+    let root = _TableHeader.make(
+      capacity: Self.minimumCapacity, baseVersion: version, previousGeneration: old)
+    writer.pointee.root = root
+    writer.pointee.growthCursor = 0
+    writer.pointee.count = 0
+    writer.pointee.tombstoneCount = 0
+    _root.store(Int(bitPattern: root), ordering: .releasing)
+    writer.pointee.retire(.generation(old))
+    return true
+  }
+
+  /// Publishes the staged changes, if any, as one atomic step, and returns what no reader can
+  /// reach any more, for the caller to ``_free(_:)`` after it releases the write lock.
+  ///
+  /// - Complexity: O(1) amortised.
+  @inlinable
+  func publish() -> _TableGarbage? {
+    let writer = _writer.pointer
+    guard writer.pointee.staged else { return nil }
+    writer.pointee.staged = false
+    let version = writer.pointee.version &+ 1
+    writer.pointee.version = version
+    if version & 1 == 0 {
+      _evenCount.store(writer.pointee.count, ordering: .releasing)
+    } else {
+      _oddCount.store(writer.pointee.count, ordering: .releasing)
+    }
+    _version.store(version, ordering: .releasing)
+    guard writer.pointee.currentLimboCount >= writer.pointee.reclaimThreshold else {
+      return nil
+    }
+    return _reclaim()
+  }
+
+  /// Advances the epoch if no reader of the previous one is left, and returns what was
+  /// retired two epochs ago; unlinks the tombstones no reader needs any more. Write lock held.
+  ///
+  /// - Complexity: O(*r*) for the *r* items retired since the last advance, and a scan of the
+  ///   reader stripes.
+  @usableFromInline
+  func _reclaim() -> _TableGarbage? {
+    let writer = _writer.pointer
+    let epoch = writer.pointee.epoch
+    // Order the unlinking stores before the counter loads (a store-load pair).
+    atomicMemoryFence(ordering: .sequentiallyConsistent)
+    // Readers of epoch - 1 (and of any earlier epoch of that parity) have left: nothing
+    // retired in epoch - 1 or before is reachable.
+    guard !_readers.hasReaders(in: (epoch + 1) & 1) else {
+      writer.pointee.reclaimThreshold = writer.pointee.currentLimboCount * 2
+      return nil
+    }
+    writer.pointee.reclaimThreshold = 64
+    var garbage = _TableGarbage()
+    if epoch & 1 == 0 {
+      swap(&garbage.items, &writer.pointee.limbo.1)
+    } else {
+      swap(&garbage.items, &writer.pointee.limbo.0)
+    }
+    writer.pointee.epoch = epoch + 1
+    _epoch.store(epoch + 1, ordering: .sequentiallyConsistent)
+    // A reader that could need what a tombstone of epoch - 1 or before hides (one at a
+    // version before the tombstone's) has left too.
+    _unlinkTombstones(linkedBefore: epoch)
+    return garbage.items.isEmpty ? nil : garbage
+  }
+
+  /// Unlinks the tombstones linked in an epoch before `epoch` and retires them. Write lock
+  /// held.
+  @usableFromInline
+  func _unlinkTombstones(linkedBefore epoch: Int) {
+    let writer = _writer.pointer
+    var index = writer.pointee.tombstonesStart
+    let end = writer.pointee.tombstones.count
+    while index < end, writer.pointee.tombstones[index].epoch < epoch {
+      let tombstone = _Node<Key, Value>(bits: writer.pointee.tombstones[index].node)
+        .unsafelyUnwrapped
+      let key = tombstone.key.pointee
+      let slot = _writeSlot(for: key, hash: key.hashValue)
+      // Unlink it if it is still the key's current node; otherwise a later write replaced it,
+      // or it belongs to a generation that `removeAll()` retired (whose free skips tombstones).
+      if let (predecessor, node) = _find(key, in: slot), node.bits == tombstone.bits {
+        predecessor.pointee.store(
+          tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
+        writer.pointee.tombstoneCount -= 1
+      }
+      writer.pointee.retire(.node(tombstone.bits))
+      index += 1
+    }
+    writer.pointee.tombstonesStart = index
+    if index == end {
+      writer.pointee.tombstones.removeAll(keepingCapacity: true)
+      writer.pointee.tombstonesStart = 0
+    } else if index > 1_024 && index * 2 > end {
+      writer.pointee.tombstones.removeFirst(index)
+      writer.pointee.tombstonesStart = 0
+    }
+  }
+
+  /// Frees what ``publish()`` returned. Call without holding the write lock: it runs the
+  /// `deinit`s of keys and values.
+  ///
+  /// - Complexity: O(*k*) for the *k* nodes freed; a whole generation retired by
+  ///   `removeAll()` is O(its size).
+  @usableFromInline
+  func _free(_ garbage: _TableGarbage) {
+    for item in garbage.items {
+      switch item {
+      case .node(let bits):
+        _Node<Key, Value>(bits: bits).unsafelyUnwrapped.destroy()
+      case .shell(let table):
+        _TableHeader.freeShell(table)
+      case .generation(let table):
+        _freeGeneration(table)
+      }
+    }
+  }
+
+  @usableFromInline
+  func _freeGeneration(_ table: UnsafeMutablePointer<_TableHeader>) {
+    if let next = table.pointee.nextTable { _freeGeneration(next) }
+    for index in 0..<table.pointee.capacity {
+      var bits = table.pointee.buckets[index].load(ordering: .relaxed)
+      if bits == _TableHeader.forwarded { continue }
+      while let node = _Node<Key, Value>(bits: bits) {
+        bits = node.next.pointee.load(ordering: .relaxed)
+        if !node.isTombstone { node.destroy() }
+      }
+    }
+    _TableHeader.freeShell(table)
+  }
+
+  // MARK: Finding and growing
+
+  /// The bucket of `key` in the newest table (during growth, after moving the key's old
+  /// bucket). Write lock held.
+  @inlinable @inline(__always)
+  func _writeSlot(for key: Key, hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
+    let root = _writer.pointer.pointee.root
+    guard let next = root.pointee.nextTable else {
+      return root.pointee.buckets + (hash & root.pointee.mask)
+    }
+    let index = hash & root.pointee.mask
+    if root.pointee.buckets[index].load(ordering: .relaxed) != _TableHeader.forwarded {
+      _moveBucket(index)
+    }
+    return next.pointee.buckets + (hash & next.pointee.mask)
+  }
+
+  /// The link that points to `key`'s node, and the node, in the chain that starts at `slot`.
+  @inlinable @inline(__always)
+  func _find(
+    _ key: Key, in slot: UnsafeMutablePointer<Atomic<Int>>
+  ) -> (UnsafeMutablePointer<Atomic<Int>>, _Node<Key, Value>)? {
+    var link = slot
+    var bits = link.pointee.load(ordering: .relaxed)
+    while let node = _Node<Key, Value>(bits: bits) {
+      if node.key.pointee == key { return (link, node) }
+      link = node.next
+      bits = link.pointee.load(ordering: .relaxed)
+    }
+    return nil
+  }
+
+  /// Starts growing if the newest table is full. Write lock held.
+  @inlinable
+  func _growIfNeeded() {
+    let writer = _writer.pointer
+    let root = writer.pointee.root
+    guard root.pointee.nextTable == nil,
+      writer.pointee.count + writer.pointee.tombstoneCount > root.pointee.capacity
+    else { return }
+    _startGrowth()
+  }
+
+  @usableFromInline
+  func _startGrowth() {
+    let root = _writer.pointer.pointee.root
+    root.pointee.nextTable = _TableHeader.make(
+      capacity: root.pointee.capacity * 2, baseVersion: root.pointee.baseVersion,
+      previousGeneration: root.pointee.previousGeneration)
+    _writer.pointer.pointee.growthCursor = 0
+  }
+
+  /// During growth, moves the next few buckets; finishes growth after the last. Every write
+  /// calls it, so growth ends before the new table fills up. Write lock held.
+  @inlinable @inline(__always)
+  func _growStep() {
+    guard _writer.pointer.pointee.root.pointee.nextTable != nil else { return }
+    _moveBuckets(Self.bucketsMovedPerWrite)
+  }
+
+  /// Buckets moved by each write during growth: growth from *c* to 2*c* buckets starts at
+  /// *c* entries and must end before 2*c*, which leaves at least *c* writes for *c* buckets.
+  @usableFromInline static var bucketsMovedPerWrite: Int { 4 }
+
+  @usableFromInline
+  func _moveBuckets(_ limit: Int) {
+    let writer = _writer.pointer
+    let root = writer.pointee.root
+    var moved = 0
+    var cursor = writer.pointee.growthCursor
+    while moved < limit && cursor < root.pointee.capacity {
+      if root.pointee.buckets[cursor].load(ordering: .relaxed) != _TableHeader.forwarded {
+        _moveBucket(cursor)
+        moved += 1
+      }
+      cursor += 1
+    }
+    writer.pointee.growthCursor = cursor
+    if cursor == root.pointee.capacity {
+      // Every bucket moved: the new table becomes the root. Readers that loaded the old one
+      // follow its forwarded buckets until they leave.
+      let next = root.pointee.nextTable.unsafelyUnwrapped
+      writer.pointee.root = next
+      writer.pointee.growthCursor = 0
+      _root.store(Int(bitPattern: next), ordering: .releasing)
+      writer.pointee.retire(.shell(root))
+    }
+  }
+
+  /// Copies bucket `index` of the root into the next table and marks it forwarded. Readers in
+  /// the old chain keep reading the old nodes, which are retired. Write lock held.
+  @usableFromInline
+  func _moveBucket(_ index: Int) {
+    let writer = _writer.pointer
+    let root = writer.pointee.root
+    let next = root.pointee.nextTable.unsafelyUnwrapped
+    var bits = root.pointee.buckets[index].load(ordering: .relaxed)
+    while let node = _Node<Key, Value>(bits: bits) {
+      bits = node.next.pointee.load(ordering: .relaxed)
+      let copy = node.copy()
+      let slot = next.pointee.buckets + (copy.key.pointee.hashValue & next.pointee.mask)
+      copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
+      slot.pointee.store(copy.bits, ordering: .releasing)
+      if node.isTombstone {
+        // The original stays on the tombstone list, which retires it; the copy joins it.
+        writer.pointee.tombstones.append((copy.bits, writer.pointee.epoch))
+      } else {
+        writer.pointee.retire(.node(node.bits))
+      }
+    }
+    root.pointee.buckets[index].store(_TableHeader.forwarded, ordering: .releasing)
+  }
+}
+
+// MARK: - Checking
+
+extension _ConcurrentTable {
+  /// Checks the table's invariants (debug builds only): every node sits in the bucket of its
+  /// key's hash, each key once, the counts exact, nothing staged. Write lock held (or no other
+  /// thread using the table).
+  @usableFromInline
+  func _checkInvariants() {
+    #if DEBUG
+      let writer = _writer.pointer
+      precondition(!writer.pointee.staged, "Internal inconsistency: changes left staged")
+      var keys = Set<Key>()
+      var entries = 0
+      var tombstones = 0
+      func visit(_ table: UnsafeMutablePointer<_TableHeader>) {
+        for index in 0..<table.pointee.capacity {
+          var bits = table.pointee.buckets[index].load(ordering: .relaxed)
+          if bits == _TableHeader.forwarded {
+            precondition(table.pointee.nextTable != nil, "Internal inconsistency: forwarding")
+            continue
+          }
+          while let node = _Node<Key, Value>(bits: bits) {
+            let key = node.key.pointee
+            precondition(
+              key.hashValue & table.pointee.mask == index,
+              "Internal inconsistency: a node in the wrong bucket")
+            precondition(keys.insert(key).inserted, "Internal inconsistency: a key twice")
+            precondition(
+              node.version <= writer.pointee.version, "Internal inconsistency: unpublished node")
+            if node.isTombstone { tombstones += 1 } else { entries += 1 }
+            bits = node.next.pointee.load(ordering: .relaxed)
+          }
+        }
+      }
+      visit(writer.pointee.root)
+      if let next = writer.pointee.root.pointee.nextTable { visit(next) }
+      precondition(entries == writer.pointee.count, "Internal inconsistency: count")
+      precondition(
+        tombstones == writer.pointee.tombstoneCount, "Internal inconsistency: tombstone count")
+      precondition(count == entries, "Internal inconsistency: published count")
+    #endif
+  }
+}
