@@ -185,5 +185,6 @@ func measure(
     measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTTL:
     measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
+  case .engine: measure(EngineStore.self, workload, fixture: fixture, plan: plan)
   }
 }

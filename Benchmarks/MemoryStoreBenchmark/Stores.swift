@@ -2,7 +2,7 @@
 
 import Dispatch
 import Foundation
-import MemoryStore
+@_spi(Benchmark) import MemoryStore
 import Synchronization
 
 /// The value stored under every key.
@@ -34,6 +34,7 @@ enum StoreKind: String, CaseIterable, Sendable {
   case memorystoreBatches = "memorystore-batches"
   case memorystoreLimited = "memorystore-limited"
   case memorystoreTTL = "memorystore-ttl"
+  case engine
 
   /// Whether the store may be used from several threads (`dictionary` may not).
   var isThreadSafe: Bool { self != .dictionary }
@@ -41,7 +42,7 @@ enum StoreKind: String, CaseIterable, Sendable {
   /// Whether the store is a baseline rather than MemoryStore in one of its configurations.
   var isBaseline: Bool {
     switch self {
-    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL: false
+    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL, .engine: false
     default: true
     }
   }
@@ -60,6 +61,8 @@ enum StoreKind: String, CaseIterable, Sendable {
       "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
     case .memorystoreTTL:
       "the same with defaultTimeToLive = 1 hour: every read checks the clock"
+    case .engine:
+      "the store's next engine alone: a versioned concurrent table behind a write lock"
     }
   }
 }
@@ -368,4 +371,26 @@ final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
   func put(_ key: String, _ value: Quote) { store[key] = value }
 
   func drain() { store.drain() }
+}
+
+// MARK: - (i) the next engine
+
+/// The engine the store is moving to, measured on its own through its benchmark interface.
+final class EngineStore: BenchmarkStore {
+  static var kind: StoreKind { .engine }
+  static func makeKey(_ string: String) -> String { string }
+
+  let store = _EngineProbe<String, Quote>()
+
+  init(prepopulated entries: [String: Quote]) {
+    store.addEntries(entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { store[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { store[key] = value }
+
+  func drain() {}
 }

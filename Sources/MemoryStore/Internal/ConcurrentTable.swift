@@ -444,7 +444,7 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(*r*) for the *r* items retired since the last advance, and a scan of the
   ///   reader stripes.
-  @usableFromInline
+  @inlinable
   func _reclaim() -> _TableGarbage? {
     let writer = _writer.pointer
     let epoch = writer.pointee.epoch
@@ -473,7 +473,7 @@ extension _ConcurrentTable {
 
   /// Unlinks the tombstones linked in an epoch before `epoch` and retires them. Write lock
   /// held.
-  @usableFromInline
+  @inlinable
   func _unlinkTombstones(linkedBefore epoch: Int) {
     let writer = _writer.pointer
     var index = writer.pointee.tombstonesStart
@@ -508,7 +508,7 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(*k*) for the *k* nodes freed; a whole generation retired by
   ///   `removeAll()` is O(its size).
-  @usableFromInline
+  @inlinable
   func _free(_ garbage: _TableGarbage) {
     for item in garbage.items {
       switch item {
@@ -522,7 +522,7 @@ extension _ConcurrentTable {
     }
   }
 
-  @usableFromInline
+  @inlinable
   func _freeGeneration(_ table: UnsafeMutablePointer<_TableHeader>) {
     if let next = table.pointee.nextTable { _freeGeneration(next) }
     for index in 0..<table.pointee.capacity {
@@ -579,7 +579,7 @@ extension _ConcurrentTable {
     _startGrowth()
   }
 
-  @usableFromInline
+  @inlinable
   func _startGrowth() {
     let root = _writer.pointer.pointee.root
     root.pointee.nextTable = _TableHeader.make(
@@ -600,7 +600,7 @@ extension _ConcurrentTable {
   /// *c* entries and must end before 2*c*, which leaves at least *c* writes for *c* buckets.
   @usableFromInline static var bucketsMovedPerWrite: Int { 4 }
 
-  @usableFromInline
+  @inlinable
   func _moveBuckets(_ limit: Int) {
     let writer = _writer.pointer
     let root = writer.pointee.root
@@ -627,7 +627,7 @@ extension _ConcurrentTable {
 
   /// Copies bucket `index` of the root into the next table and marks it forwarded. Readers in
   /// the old chain keep reading the old nodes, which are retired. Write lock held.
-  @usableFromInline
+  @inlinable
   func _moveBucket(_ index: Int) {
     let writer = _writer.pointer
     let root = writer.pointee.root
