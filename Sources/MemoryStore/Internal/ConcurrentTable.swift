@@ -477,8 +477,11 @@ extension _ConcurrentTable {
   func _unlinkTombstones(linkedBefore epoch: Int) {
     let writer = _writer.pointer
     var index = writer.pointee.tombstonesStart
-    let end = writer.pointee.tombstones.count
-    while index < end, writer.pointee.tombstones[index].epoch < epoch {
+    // Moving a bucket (to find a key during growth) may append copies of tombstones: they
+    // carry the current epoch, so the loop stops before them, and they are kept.
+    while index < writer.pointee.tombstones.count,
+      writer.pointee.tombstones[index].epoch < epoch
+    {
       let tombstone = _Node<Key, Value>(bits: writer.pointee.tombstones[index].node)
         .unsafelyUnwrapped
       let key = tombstone.key.pointee
@@ -494,6 +497,7 @@ extension _ConcurrentTable {
       index += 1
     }
     writer.pointee.tombstonesStart = index
+    let end = writer.pointee.tombstones.count
     if index == end {
       writer.pointee.tombstones.removeAll(keepingCapacity: true)
       writer.pointee.tombstonesStart = 0
