@@ -2,30 +2,27 @@ import Synchronization
 
 @_spi(Testing)
 extension MemoryStore {
-  /// Runs `body` while the calling thread stays announced as a reader of the copy that is
-  /// published now, exactly as a reader preempted in the middle of a lookup would.
+  /// Runs `body` while the calling thread stays inside a read section opened before it, exactly
+  /// as a reader preempted in the middle of a lookup would: writes made meanwhile go on, and
+  /// the values they replace stay allocated until the section is left.
   ///
-  /// For tests of the path where a writer finds its copy held by a reader: from the second
-  /// write made while parked, writes go to the overlay. Not part of the supported API.
+  /// For tests of writes racing a reader that does not leave. Not part of the supported API.
   public func _withReaderParked<R>(_ body: () throws -> R) rethrows -> R {
-    let counters = _readers.countersForCurrentThread()
-    var state = _state.load(ordering: .relaxed)
-    while true {
-      counters[state & 1].wrappingAdd(1, ordering: .sequentiallyConsistent)
-      let current = _state.load(ordering: .sequentiallyConsistent)
-      if current & 1 == state & 1 { break }
-      counters[state & 1].wrappingSubtract(1, ordering: .releasing)
-      state = current
-    }
+    let (_, token) = _table.enterReadSection()
     defer {
-      counters[state & 1].wrappingSubtract(1, ordering: .releasing)
-      _helpFoldOverlay()
+      _table.leaveReadSection(token)
+      _settle()
     }
     return try body()
   }
 
-  /// Whether writes are currently held in the overlay. Not part of the supported API.
-  public var _hasOverlay: Bool { _state.load(ordering: .sequentiallyConsistent) & 2 != 0 }
+  /// Frees the values that writes replaced or removed, if no reader still needs them (what
+  /// `flush()` does), without suspending. Not part of the supported API.
+  public func _freeReplacedValues() { _settle() }
+
+  /// Whether values replaced or removed by writes are still allocated, waiting for readers
+  /// to leave. Not part of the supported API.
+  public var _retainsReplacedValues: Bool { _writeLock.withLock { _table.retainedCount > 0 } }
 }
 
 @_spi(Testing)

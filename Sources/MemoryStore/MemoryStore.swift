@@ -81,23 +81,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The name given at creation, for diagnostics. Immutable; safe to read from any thread.
   public let name: String?
 
-  /// The two copies of the contents.
-  @usableFromInline let _copies: _Copies<Key, Value>
-  /// Bit 0: the copy (0 or 1) that readers use. Bit 1: an overlay is active. Written only by a
-  /// writer holding `_writeLock`, and, while an overlay is active, also holding `_backlogLock`.
-  @usableFromInline let _state: Atomic<Int>
-  /// Per-thread counts of the readers inside each copy.
-  @usableFromInline let _readers: _ReaderIndicator
+  /// The contents: a versioned hash table that readers read without locks (see
+  /// <doc:Internals>). Written only by a writer holding `_writeLock`.
+  @usableFromInline let _table: _ConcurrentTable<Key, Value>
   /// Serialises writers.
   @usableFromInline let _writeLock: _Lock
-  /// The writes applied to the published copy but not yet to the hidden one; guarded by
-  /// `_writeLock`.
-  @usableFromInline let _pending: _UnsafeBox<_Pending<Key, Value>>
-  /// Guards `_overlay` against concurrent readers.
-  @usableFromInline let _backlogLock: _Lock
-  /// Writes made while the hidden copy was held by a reader. Modified only by a writer holding
-  /// both locks; read by writers holding `_writeLock` or readers holding `_backlogLock`.
-  @usableFromInline let _overlay: _UnsafeBox<_Overlay<Key, Value>>
   /// Guards `_creations`.
   @usableFromInline let _creationLock: _Lock
   /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
@@ -159,13 +147,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
-    _copies = _Copies()
-    _state = Atomic(0)
-    _readers = _ReaderIndicator()
+    _table = _ConcurrentTable()
     _writeLock = _Lock()
-    _pending = _UnsafeBox(_Pending())
-    _backlogLock = _Lock()
-    _overlay = _UnsafeBox(_Overlay())
     _creationLock = _Lock()
     _creations = _UnsafeBox([:])
   }
@@ -176,12 +159,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _publishChanges()
     _hub.finishAll()
     _tracker.deallocate()
-    _copies.deallocate()
-    _readers.deallocate()
     _writeLock.deallocate()
-    _pending.deallocate()
-    _backlogLock.deallocate()
-    _overlay.deallocate()
     _creationLock.deallocate()
     _creations.deallocate()
     _policy.pointer.pointee.table.deallocate()
@@ -189,14 +167,18 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   }
 }
 
-// MARK: - The left-right protocol
+// MARK: - The engine
 
 extension MemoryStore {
-  /// Runs `body` on the store as readers see it: the published copy, announced in the calling
-  /// thread's reader stripe, plus the overlay if one is active.
+  /// The per-thread reader counters (hits and misses live there too).
+  @inlinable
+  var _readers: _ReaderIndicator { _table._readers }
+
+  /// Runs `body` on the store as readers see it: the table at the version published when the
+  /// read starts.
   ///
-  /// `body` must be store code only, never user code, which could write to the store and make
-  /// a writer wait for this very reader.
+  /// `body` must be store code only (a key's `==` aside): a reader that stays inside delays
+  /// the freeing of replaced values, never a writer.
   @inlinable @inline(__always)
   func _withReadAccess<R>(_ body: (_ReadView<Key, Value>) -> R) -> R {
     _withCountedReadAccess { view, _ in body(view) }
@@ -210,85 +192,21 @@ extension MemoryStore {
   ) -> R {
     // No entry visible to this read has expired at the instant it starts.
     _expireDueEntries()
-    let counters = _readers.countersForCurrentThread()
-    var state = _state.load(ordering: .relaxed)
-    while true {
-      let copy = state & 1
-      // Announce, then check that the copy is still the published one. A writer publishes
-      // before it checks the counters, and both sides use sequentially consistent operations,
-      // so either the writer sees this reader or this reader sees the newer copy.
-      counters[copy].wrappingAdd(1, ordering: .sequentiallyConsistent)
-      let current = _state.load(ordering: .sequentiallyConsistent)
-      if current == copy {
-        defer {
-          counters[copy].wrappingSubtract(1, ordering: .releasing)
-          // A reader that was preempted inside this copy may be what holds an overlay back.
-          if _state.load(ordering: .relaxed) & 2 != 0 { _helpFoldOverlay() }
-        }
-        return body(_ReadView(copy: _copies.pointer(copy), overlay: nil), counters)
-      }
-      if current & 1 == copy, let result = _readThroughOverlay(current, counters, body) {
-        counters[copy].wrappingSubtract(1, ordering: .releasing)
-        return result
-      }
-      counters[copy].wrappingSubtract(1, ordering: .releasing)
-      state = _state.load(ordering: .relaxed)
+    return _table.withCountedReadSection { version, counters in
+      body(_ReadView(table: _table, version: version), counters)
     }
   }
 
-  /// The read path while an overlay is active; `nil` if the state changed meanwhile (the
-  /// caller then starts again). The caller is announced in the published copy.
-  @inlinable @inline(never)
-  func _readThroughOverlay<R>(
-    _ state: Int, _ counters: UnsafeMutablePointer<Atomic<Int>>,
-    _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
-  ) -> R? {
-    _helpFoldOverlay()
-    _backlogLock.lock()
-    defer { _backlogLock.unlock() }
-    // The published copy cannot be republished while this reader is inside it, so an
-    // unchanged state means the overlay still sits on top of this copy.
-    guard _state.load(ordering: .acquiring) == state else { return nil }
-    return body(_ReadView(copy: _copies.pointer(state & 1), overlay: _overlay.pointer), counters)
-  }
-
-  /// The store as readers see it, for code holding the write lock (the published copy cannot
-  /// change under it).
+  /// The store as readers see it, for code holding the write lock (nothing is staged between
+  /// writes, so that is the newest state, and nothing it reaches can be freed meanwhile).
   @inlinable
   func _lockedView() -> _ReadView<Key, Value> {
-    let state = _state.load(ordering: .relaxed)
-    return _ReadView(
-      copy: _copies.pointer(state & 1), overlay: state & 2 != 0 ? _overlay.pointer : nil)
-  }
-
-  /// The largest overlay a reader folds in (see ``_helpFoldOverlay()``).
-  @inlinable static var _readerFoldLimit: Int { 256 }
-
-  /// If the write lock is free and so is the copy that held the overlay back, folds the
-  /// overlay into that copy and publishes it. Never waits.
-  ///
-  /// Inlinable (though never inlined) so that it is specialised for the client's types: an
-  /// unspecialised fold looks up generic metadata on every call, and readers call it on every
-  /// read while an overlay is active.
-  @inlinable @inline(never)
-  func _helpFoldOverlay() {
-    let hidden = (_state.load(ordering: .relaxed) & 1) ^ 1
-    // Cheap early exit while the reader that holds the overlay back is still there.
-    guard !_readers.hasReaders(in: hidden), _writeLock.tryLock() else { return }
-    // A read folds only a small overlay, so that no read does work proportional to the writes
-    // made while a save held a copy: the save folds those in itself, or the next write does.
-    // (The overlay changes only under the write lock, which is held here.)
-    if _overlay.pointer.pointee.changes.count > Self._readerFoldLimit {
-      _writeLock.unlock()
-      return
-    }
-    let caughtUp = _applyLocked(nil)
-    _writeLock.unlock()
-    withExtendedLifetime(caughtUp) {}
+    _ReadView(table: _table, version: _table._writer.pointer.pointee.version, isLocked: true)
   }
 
   /// Performs one write and returns whether it changed the store and the previous value of the
-  /// key it names (for `set`, `insert` and `remove`).
+  /// key it names (for `set`, `insert` and `remove`): the one write path of a store without
+  /// an eviction policy.
   @inlinable @inline(__always)
   func _perform(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
@@ -301,199 +219,49 @@ extension MemoryStore {
       _writeLock.unlock()
       return _performWithPolicy(operation, reason: reason)
     }
-    let followUp =
-      _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
-    let result = _applyLocked(operation)
-    if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
+    var followUp: _TrackingFollowUp?
+    let result: (changed: Bool, previous: Value?, garbage: _TableGarbage?)
+    switch operation {
+    case .set(let key, let value):
+      result = _applyLocked(operation)
+      followUp = _logKeyedLocked(key, value, wasPresent: result.previous != nil)
+    case .remove(let key):
+      result = _applyLocked(operation)
+      if result.changed { followUp = _logKeyedLocked(key, nil, wasPresent: true) }
+    default:
+      followUp = _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
+      result = _applyLocked(operation)
+      if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
+    }
     _writeLock.unlock()
-    // Release what the write took out of the copies only now: it may run a value's deinit.
-    withExtendedLifetime(result.leftovers) {}
+    // Freed only now: a value's deinit may use the store.
+    _release(result.garbage)
     if let followUp { _followUp(followUp) }
     return (result.changed, result.previous)
   }
 
-  /// Sets (`newValue` non-`nil`) or removes `key`: the path every single-key write takes.
-  ///
-  /// Same protocol as ``_perform(_:reason:)``, written out for one key so that the common case, a
-  /// pending single-key write to replay and no overlay, touches only concrete values.
+  /// Sets (`newValue` non-`nil`) or removes `key`.
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
-    if _policyActive.load(ordering: .relaxed) {
-      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
-    }
-    _writeLock.lock()
-    if _policyActive.load(ordering: .relaxed) {
-      _writeLock.unlock()
-      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
-    }
-    let state = _state.load(ordering: .relaxed)
-    let hidden = (state & 1) ^ 1
-    guard state & 2 == 0, _pending.pointer.pointee.second == nil,
-      _readers.becomesFree(hidden)
-    else {
-      let result = _applyLocked(newValue.map { .set(key, $0) } ?? .remove(key))
-      let followUp =
-        result.changed ? _logKeyedLocked(key, newValue, wasPresent: result.previous != nil) : nil
-      _writeLock.unlock()
-      withExtendedLifetime(result.leftovers) {}
-      if let followUp { _followUp(followUp) }
-      return (result.changed, result.previous)
-    }
-    let copy = _copies.pointer(hidden)
-    // Catch the hidden copy up with the write it has not seen yet.
-    let replayed = _pending.pointer.pointee.first
-    var caughtUpValue: Value?
-    var caughtUpEntry: (key: Key, value: Value)?
-    var caughtUpOther: _Leftovers<Key, Value>.Applied?
-    switch replayed {
-    case .set(let replayedKey, let replayedValue):
-      caughtUpValue = copy.pointee.updateValue(replayedValue, forKey: replayedKey)
-    case .remove(let replayedKey):
-      if let index = copy.pointee.index(forKey: replayedKey) {
-        caughtUpEntry = copy.pointee.remove(at: index)
-      }
-    case .some(let operation):
-      caughtUpOther = operation.apply(to: copy)
-    case nil:
-      break
-    }
-    let previous: Value?
-    var removed: (key: Key, value: Value)?
-    if let newValue {
-      previous = copy.pointee.updateValue(newValue, forKey: key)
-    } else if let index = copy.pointee.index(forKey: key) {
-      removed = copy.pointee.remove(at: index)
-      previous = removed?.value
-    } else {
-      previous = nil
-    }
-    let changed = newValue != nil || removed != nil
-    var followUp: _TrackingFollowUp?
-    if changed {
-      _state.store(hidden, ordering: .sequentiallyConsistent)
-      _pending.pointer.pointee.first = newValue.map { .set(key, $0) } ?? .remove(key)
-      followUp = _logKeyedLocked(key, newValue, wasPresent: previous != nil)
-    } else {
-      _pending.pointer.pointee.first = nil
-    }
-    _writeLock.unlock()
-    // Released only now: a value's deinit may use the store.
-    // (One call per value: a tuple would be destroyed through runtime metadata.)
-    withExtendedLifetime(replayed) {}
-    withExtendedLifetime(caughtUpValue) {}
-    withExtendedLifetime(caughtUpEntry) {}
-    withExtendedLifetime(caughtUpOther) {}
-    withExtendedLifetime(removed) {}
-    if let followUp { _followUp(followUp) }
-    return (changed, previous)
+    _perform(newValue.map { .set(key, $0) } ?? .remove(key))
   }
 
-  /// Applies `operation` (or only catches up, if it is `nil`) with the write lock held.
+  /// Stages `operation` on the table and publishes it (write lock held).
   ///
-  /// Normally the hidden copy is brought up to date with the pending writes and the overlay,
-  /// `operation` is applied to it, and it is published. If a reader still holds the hidden
-  /// copy (one preempted in the middle of a lookup), the writer does not wait for it:
-  /// `operation` goes into the overlay, which readers consult until a later write or read finds
-  /// the copy free and folds the overlay in.
-  ///
-  /// - Returns: Also what the write took out of the copies, for the caller to release after it
-  ///   unlocks.
+  /// - Returns: Also what no reader can reach any more, for the caller to ``_release(_:)``
+  ///   after it unlocks.
   @inlinable @inline(__always)
   func _applyLocked(
-    _ operation: _WriteOperation<Key, Value>?
-  ) -> (changed: Bool, previous: Value?, leftovers: _Leftovers<Key, Value>?) {
-    let state = _state.load(ordering: .relaxed)
-    let hasOverlay = state & 2 != 0
-    if operation == nil && !hasOverlay { return (false, nil, nil) }
-    let hidden = (state & 1) ^ 1
-    // Spin briefly for a reader finishing its lookup; once an overlay is active, only look.
-    let isFree = hasOverlay ? !_readers.hasReaders(in: hidden) : _readers.becomesFree(hidden)
-    guard isFree else {
-      guard let operation else { return (false, nil, nil) }
-      let recorded = _recordInOverlay(operation, state: state)
-      let leftovers = _Leftovers(
-        pending: _Pending(), caughtUp: (nil, nil, nil), displaced: recorded.displaced)
-      return (recorded.changed, recorded.previous, leftovers)
-    }
-    let copy = _copies.pointer(hidden)
-    var leftovers = _replayPendingLocked(on: copy)
-    let fromOverlay = hasOverlay ? _WriteOperation.overlay(_overlay.pointer.pointee) : nil
-    let caughtUp3 = fromOverlay?.apply(to: copy)
-    let applied = operation?.apply(to: copy)
-    let changed = applied?.changed ?? false
-    if hasOverlay {
-      _backlogLock.lock()
-      _state.store(hidden, ordering: .sequentiallyConsistent)
-      _overlay.pointer.pointee = _Overlay()
-      _backlogLock.unlock()
-      _pending.pointer.pointee = _Pending(fromOverlay, changed ? operation : nil)
-    } else if changed {
-      _state.store(hidden, ordering: .sequentiallyConsistent)
-      _pending.pointer.pointee = _Pending(operation)
-    }
-    // Everything the catch-up took out of the copy, including the previous values it
-    // reports, is released by the caller after unlocking.
-    leftovers.caughtUp.2 = caughtUp3
-    leftovers.displaced = applied?.displaced
-    return (changed, applied?.previous, leftovers)
+    _ operation: _WriteOperation<Key, Value>
+  ) -> (changed: Bool, previous: Value?, garbage: _TableGarbage?) {
+    let applied = operation.stage(on: _table)
+    return (applied.changed, applied.previous, _table.publish())
   }
 
-  /// Replays the pending writes on `copy`, the hidden copy, which no reader holds, and leaves
-  /// nothing pending (write lock held).
-  ///
-  /// - Returns: What the replay took out of the copy, for the caller to release after it
-  ///   unlocks.
+  /// Frees what a write retired (a value's deinit may run): call without any store lock.
   @inlinable @inline(__always)
-  func _replayPendingLocked(
-    on copy: UnsafeMutablePointer<[Key: Value]>
-  ) -> _Leftovers<Key, Value> {
-    let pending = _pending.pointer.move()
-    let caughtUp1 = pending.first?.apply(to: copy)
-    let caughtUp2 = pending.second?.apply(to: copy)
-    _pending.pointer.initialize(to: _Pending())
-    return _Leftovers(pending: pending, caughtUp: (caughtUp1, caughtUp2, nil), displaced: nil)
-  }
-
-  /// Records `operation` in the overlay on top of the published copy (write lock held).
-  @usableFromInline
-  func _recordInOverlay(
-    _ operation: _WriteOperation<Key, Value>, state: Int
-  ) -> (changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>) {
-    // The published copy is not modified while the write lock is held, so this writer may
-    // read it without announcing itself.
-    let base = _copies.pointer(state & 1)
-    _backlogLock.lock()
-    defer { _backlogLock.unlock() }
-    if state & 2 == 0 {
-      _overlay.pointer.pointee = _Overlay()
-      _overlay.pointer.pointee.count = base.pointee.count
-    }
-    let result = _overlay.pointer.pointee.record(operation, base: base)
-    if result.changed && state & 2 == 0 {
-      _state.store(state | 2, ordering: .sequentiallyConsistent)
-    }
-    return result
-  }
-}
-
-/// What one write took out of the copies or the overlay, released after the write lock.
-@usableFromInline
-struct _Leftovers<Key: Hashable, Value> {
-  @usableFromInline typealias Applied = (
-    changed: Bool, previous: Value?, displaced: _Displaced<Key, Value>
-  )
-  @usableFromInline let pending: _Pending<Key, Value>
-  @usableFromInline var caughtUp: (Applied?, Applied?, Applied?)
-  @usableFromInline var displaced: _Displaced<Key, Value>?
-
-  @inlinable
-  init(
-    pending: _Pending<Key, Value>, caughtUp: (Applied?, Applied?, Applied?),
-    displaced: _Displaced<Key, Value>?
-  ) {
-    self.pending = pending
-    self.caughtUp = caughtUp
-    self.displaced = displaced
+  func _release(_ garbage: _TableGarbage?) {
+    if let garbage { _table._free(garbage) }
   }
 }
 
@@ -661,33 +429,20 @@ extension MemoryStore {
   /// store's asynchronous-write contract has one place to wait, and it will also wait for the
   /// work later attached to writes.
   ///
-  /// It also brings the store's second copy up to date when no reader holds it, so values
-  /// that were replaced or removed are released now rather than at the next write.
+  /// It also frees the values that writes replaced or removed, when no reader still needs
+  /// them, rather than leaving them for later writes to free.
   ///
-  /// - Complexity: O(k) for the k entries the last one or two writes touched.
+  /// - Complexity: O(*r*) for the *r* values replaced or removed since they were last freed.
   public func flush() async {
     _settle()
   }
 
-  /// Folds the overlay in and brings the hidden copy up to date, if no reader holds it.
+  /// Frees the values that writes replaced or removed, if no reader still needs them.
   func _settle() {
     _writeLock.lock()
-    let leftovers = _settleLocked()
+    let garbage = _table.reclaimAll()
     _writeLock.unlock()
-    // Released only now: a value's deinit may use the store.
-    withExtendedLifetime(leftovers) {}
-  }
-
-  /// ``_settle()`` with the write lock held; returns what to release after unlocking.
-  func _settleLocked() -> (folded: _Leftovers<Key, Value>?, settled: _Leftovers<Key, Value>?) {
-    let folded = _applyLocked(nil).leftovers
-    var settled: _Leftovers<Key, Value>?
-    let state = _state.load(ordering: .relaxed)
-    let hidden = (state & 1) ^ 1
-    if state & 2 == 0 && _readers.becomesFree(hidden) {
-      settled = _replayPendingLocked(on: _copies.pointer(hidden))
-    }
-    return (folded, settled)
+    _release(garbage)
   }
 }
 

@@ -174,7 +174,9 @@ extension StoreContractTests {
         .save()
       #expect(report.entryCount == 2)
       #expect(store.allItems == ["a": 10, "c": 3])
-      #expect(!store._hasOverlay, "the overlay is folded in once the save is done")
+      #expect(
+        !store._retainsReplacedValues,
+        "what the writes made during the save replaced is freed once it is done")
       let restored = MemoryStore<String, Int>()
       try manager(restored, directory.file()).load()
       #expect(restored.allItems == ["a": 1, "b": 2])

@@ -294,7 +294,7 @@ extension MemoryStore {
   struct _PolicyOutcome {
     @usableFromInline var changed = false
     @usableFromInline var previous: Value?
-    @usableFromInline var leftovers: _Leftovers<Key, Value>?
+    @usableFromInline var garbage: _TableGarbage?
     @usableFromInline var followUp: _TrackingFollowUp?
     /// Arm the expiry timer for this deadline.
     @usableFromInline var armSweepAt: Int64?
@@ -407,7 +407,7 @@ extension MemoryStore {
         policy.pointee.evictions[evictionReason] += UInt64(policy.pointee.records.count)
       }
       policy.pointee.removeAll()
-    case .overlay, .compound, nil:
+    case .compound, nil:
       break
     }
     // 3. Entries a purge chose, if their value is still the one it judged.
@@ -453,7 +453,7 @@ extension MemoryStore {
     if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
     outcome.changed = result.changed
     outcome.previous = result.previous
-    outcome.leftovers = result.leftovers
+    outcome.garbage = result.garbage
     if policy.pointee.table.base != nil { _reserveRecencyLocked() }
     policy.pointee.compactIfSparse()
     return outcome
@@ -494,7 +494,7 @@ extension MemoryStore {
       var contents = view.dictionary
       for key in expired { contents[key] = nil }
       if !contents.isEmpty { tracker.pointee.log.append(.clear(contents, reason)) }
-    case .overlay, .compound, nil:
+    case .compound, nil:
       break
     }
     for (key, evictionReason) in evicted {
@@ -507,7 +507,7 @@ extension MemoryStore {
   @inlinable
   func _finishPolicyWrite(_ outcome: _PolicyOutcome, now: Int64) {
     // Released only now: a value's deinit may use the store.
-    withExtendedLifetime(outcome.leftovers) {}
+    _release(outcome.garbage)
     if let followUp = outcome.followUp { _followUp(followUp) }
     if let deadline = outcome.armSweepAt {
       _scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in

@@ -81,9 +81,8 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     garbage.items.append(.generation(writer.pointee.root))
     garbage.items.append(contentsOf: writer.pointee.limbo.0)
     garbage.items.append(contentsOf: writer.pointee.limbo.1)
-    for entry in writer.pointee.tombstones[writer.pointee.tombstonesStart...] {
-      garbage.items.append(.node(entry.node))
-    }
+    // The tombstones still on the list are linked in the root (freed with it) or in a retired
+    // generation, or were retired: the list owns none of them.
     _free(garbage)
     _writer.deallocate()
     _readers.deallocate()
@@ -104,7 +103,7 @@ enum _Retired {
   /// A table's bucket array and header, not its nodes (their entries moved on).
   case shell(UnsafeMutablePointer<_TableHeader>)
   /// A whole generation: its table (and the table it was growing into), with every node
-  /// linked in them but tombstones, which the tombstone list frees.
+  /// linked in them.
   case generation(UnsafeMutablePointer<_TableHeader>)
 }
 
@@ -136,8 +135,9 @@ struct _TableWriter {
   @usableFromInline var epoch = 0
   /// Retired in even and in odd epochs.
   @usableFromInline var limbo: (ContiguousArray<_Retired>, ContiguousArray<_Retired>) = ([], [])
-  /// Tombstones linked (or replaced, or in a dead generation) and the epoch they were linked
-  /// in, oldest first, from `tombstonesStart`.
+  /// Tombstones to unlink once no reader needs them, with the epoch they were linked in,
+  /// oldest first, from `tombstonesStart`. Entries whose tombstone was retired meanwhile
+  /// (replaced or moved) or whose generation was cleared are skipped.
   @usableFromInline var tombstones: ContiguousArray<(node: Int, epoch: Int)> = []
   @usableFromInline var tombstonesStart = 0
   /// How many retirements make the next publication try to reclaim; doubled while a reader
@@ -169,11 +169,36 @@ extension _ConcurrentTable {
   /// freeing of memory (never a writer).
   @inlinable @inline(__always)
   func withReadSection<R>(_ body: (UInt64) -> R) -> R {
+    withCountedReadSection { version, _ in body(version) }
+  }
+
+  /// Enters a read section that stays open until ``leaveReadSection(_:)``: for a reader whose
+  /// work runs user code (a save's encoder). Returns the version it reads and the token to
+  /// leave with.
+  @usableFromInline
+  func enterReadSection() -> (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
+    let counters = _readers.countersForCurrentThread()
+    let parity = _epoch.load(ordering: .relaxed) & 1
+    counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
+    return (_version.load(ordering: .acquiring), (counters, parity))
+  }
+
+  @usableFromInline
+  func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
+    token.0[token.1].wrappingSubtract(1, ordering: .releasing)
+  }
+
+  /// ``withReadSection(_:)``, also giving `body` the calling thread's stripe of counters
+  /// (the store counts hits and misses there).
+  @inlinable @inline(__always)
+  func withCountedReadSection<R>(
+    _ body: (UInt64, UnsafeMutablePointer<Atomic<Int>>) -> R
+  ) -> R {
     let counters = _readers.countersForCurrentThread()
     let parity = _epoch.load(ordering: .relaxed) & 1
     counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
     let version = _version.load(ordering: .acquiring)
-    let result = body(version)
+    let result = body(version, counters)
     counters[parity].wrappingSubtract(1, ordering: .releasing)
     return result
   }
@@ -247,6 +272,16 @@ extension _ConcurrentTable {
         ? _evenCount.load(ordering: .acquiring) : _oddCount.load(ordering: .acquiring)
       if _version.load(ordering: .acquiring) == version { return count }
     }
+  }
+
+  /// The number of entries at `version` if it is still one of the last two published;
+  /// `nil` otherwise.
+  @inlinable
+  func _count(at version: UInt64) -> Int? {
+    let count =
+      version & 1 == 0
+      ? _evenCount.load(ordering: .acquiring) : _oddCount.load(ordering: .acquiring)
+    return _version.load(ordering: .acquiring) == version ? count : nil
   }
 
   /// Calls `body` with every entry at `version`; call inside ``withReadSection(_:)``.
@@ -343,7 +378,9 @@ extension _ConcurrentTable {
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
       if old.isTombstone {
-        // The tombstone list frees it.
+        // Retired now: the tombstone list skips it from now on.
+        old.isRetiredTombstone = true
+        writer.pointee.retire(.node(old.bits))
         writer.pointee.tombstoneCount -= 1
         writer.pointee.count += 1
         return nil
@@ -453,7 +490,7 @@ extension _ConcurrentTable {
     // Readers of epoch - 1 (and of any earlier epoch of that parity) have left: nothing
     // retired in epoch - 1 or before is reachable.
     guard !_readers.hasReaders(in: (epoch + 1) & 1) else {
-      writer.pointee.reclaimThreshold = writer.pointee.currentLimboCount * 2
+      writer.pointee.reclaimThreshold = Swift.max(64, writer.pointee.currentLimboCount * 2)
       return nil
     }
     writer.pointee.reclaimThreshold = 64
@@ -471,6 +508,33 @@ extension _ConcurrentTable {
     return garbage.items.isEmpty ? nil : garbage
   }
 
+  /// Reclaims everything retired, if no reader is inside: what `flush()` does, so that values
+  /// replaced or removed are released now rather than after later writes. Write lock held.
+  ///
+  /// - Complexity: O(*r*) for the *r* items retired.
+  @inlinable
+  func reclaimAll() -> _TableGarbage? {
+    var garbage = _TableGarbage()
+    // Each advance frees one epoch's list; tombstones unlinked by it are freed two later.
+    for _ in 0..<6 where retainedCount > 0 {
+      guard let freed = _reclaim() else {
+        if _readers.hasReaders(in: (_writer.pointer.pointee.epoch + 1) & 1) { break }
+        continue
+      }
+      garbage.items.append(contentsOf: freed.items)
+    }
+    return garbage.items.isEmpty ? nil : garbage
+  }
+
+  /// The number of things retired and not freed yet (nodes, tables and tombstones). Write
+  /// lock held.
+  @inlinable
+  var retainedCount: Int {
+    let writer = _writer.pointer
+    return writer.pointee.limbo.0.count + writer.pointee.limbo.1.count
+      + writer.pointee.tombstones.count - writer.pointee.tombstonesStart
+  }
+
   /// Unlinks the tombstones linked in an epoch before `epoch` and retires them. Write lock
   /// held.
   @inlinable
@@ -482,19 +546,23 @@ extension _ConcurrentTable {
     while index < writer.pointee.tombstones.count,
       writer.pointee.tombstones[index].epoch < epoch
     {
+      // Safe: a tombstone on the list is freed only after the flip that processes it (it is
+      // retired no earlier than the epoch it was linked in, and freed two advances later).
       let tombstone = _Node<Key, Value>(bits: writer.pointee.tombstones[index].node)
         .unsafelyUnwrapped
+      index += 1
+      // A tombstone replaced by a later write, or moved by growth, was retired then.
+      if tombstone.isRetiredTombstone { continue }
       let key = tombstone.key.pointee
       let slot = _writeSlot(for: key, hash: key.hashValue)
-      // Unlink it if it is still the key's current node; otherwise a later write replaced it,
-      // or it belongs to a generation that `removeAll()` retired (whose free skips tombstones).
+      // Unlink it if it is still the key's current node; otherwise it belongs to a generation
+      // that `removeAll()` retired, whose free frees it with the rest of its chain.
       if let (predecessor, node) = _find(key, in: slot), node.bits == tombstone.bits {
         predecessor.pointee.store(
           tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
         writer.pointee.tombstoneCount -= 1
+        writer.pointee.retire(.node(tombstone.bits))
       }
-      writer.pointee.retire(.node(tombstone.bits))
-      index += 1
     }
     writer.pointee.tombstonesStart = index
     let end = writer.pointee.tombstones.count
@@ -534,7 +602,7 @@ extension _ConcurrentTable {
       if bits == _TableHeader.forwarded { continue }
       while let node = _Node<Key, Value>(bits: bits) {
         bits = node.next.pointee.load(ordering: .relaxed)
-        if !node.isTombstone { node.destroy() }
+        node.destroy()
       }
     }
     _TableHeader.freeShell(table)
@@ -644,11 +712,11 @@ extension _ConcurrentTable {
       copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
       slot.pointee.store(copy.bits, ordering: .releasing)
       if node.isTombstone {
-        // The original stays on the tombstone list, which retires it; the copy joins it.
+        // The copy takes the original's place on the tombstone list, which skips the original.
+        node.isRetiredTombstone = true
         writer.pointee.tombstones.append((copy.bits, writer.pointee.epoch))
-      } else {
-        writer.pointee.retire(.node(node.bits))
       }
+      writer.pointee.retire(.node(node.bits))
     }
     root.pointee.buckets[index].store(_TableHeader.forwarded, ordering: .releasing)
   }

@@ -74,10 +74,28 @@ struct _Node<Key: Hashable, Value> {
   @inlinable
   static func makeTombstone(key: Key, version: UInt64, older: Int) -> _Node {
     let node = allocate(
-      byteCount: keyOffset + MemoryLayout<Key>.size, version: version, flags: tombstoneFlag,
+      byteCount: tombstoneRetiredOffset + 8, version: version, flags: tombstoneFlag,
       older: older)
     node.key.initialize(to: key)
+    node.raw.storeBytes(of: 0, toByteOffset: tombstoneRetiredOffset, as: Int.self)
     return node
+  }
+
+  /// Where a tombstone keeps its writer-only mark (in place of a value).
+  @inlinable @inline(__always)
+  static var tombstoneRetiredOffset: Int {
+    _roundUp(keyOffset + MemoryLayout<Key>.size, toMultipleOf: 8)
+  }
+
+  /// Whether this tombstone left its chain by being replaced (or moved by growth) and was
+  /// retired then, so that the tombstone list must not touch it again. Read and written by
+  /// the writer only; readers never read it.
+  @inlinable
+  var isRetiredTombstone: Bool {
+    get { raw.load(fromByteOffset: _Node.tombstoneRetiredOffset, as: Int.self) != 0 }
+    nonmutating set {
+      raw.storeBytes(of: newValue ? 1 : 0, toByteOffset: _Node.tombstoneRetiredOffset, as: Int.self)
+    }
   }
 
   /// A copy of this node with the same version, value and history, for another table.

@@ -162,9 +162,9 @@ extension MemoryStore {
     case .removeAll:
       if view.count == 0 { return nil }
       tracker.pointee.log.append(.clear(view.dictionary, reason))
-    case .set, .remove, .overlay, .compound:
+    case .set, .remove, .compound:
       preconditionFailure(
-        "single-key writes are logged by _performKeyed, compound writes by the policy, overlays never"
+        "single-key writes are logged by _perform, compound writes by the policy"
       )
     }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
