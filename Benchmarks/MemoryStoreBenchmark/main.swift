@@ -9,6 +9,7 @@
 //         [--workloads read1,read2,mixed2,rw,write1]
 //         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
 //         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
+//         [--memory-only | --skip-memory] [--growth-only | --skip-growth]
 //
 // Throughput: each store x workload is calibrated (warm-up, then an op count so that one
 // repetition takes about 0.25 s), repeated (5 times by default) on a fresh pre-populated store
@@ -23,26 +24,45 @@
 // Zipf traces, and how long a purge and a trim of 1 000 000 entries make a writer and a reader
 // wait (`--quick`: shorter traces, 100 000 entries, one run).
 //
-// The exit code is 0 whether or not the targets are met: this is a measurement, not a test.
+// Memory (see MemoryBenchmark.swift): resident bytes per entry of each store holding 1 000 000
+// Int keys and 24-byte values (`--quick`: 100 000), each store filled in a fresh process.
+//
+// Growth (see GrowthBenchmark.swift): the worst single write, and its 99.9th percentile, while a
+// store grows from empty to 4 000 000 entries (`--quick`: 400 000), each store in a fresh process.
+//
+// Those fresh processes are this executable run again with a hidden `--memory-probe STORE COUNT`
+// or `--growth-probe STORE COUNT` (see Probe.swift).
+//
+// The exit code is 0 whether or not the targets are met: this is a measurement, not a test. It is
+// 1 only when a memory or growth measurement process crashed.
 
 import Foundation
 
 struct Options {
+  /// The sections of a run, in the order they run.
+  enum Section: String, CaseIterable {
+    case throughput, persistence, eviction, memory, growth
+  }
+
   var quick = false
   var runs: Int?
   var workloads = Workload.allCases
   var stores = StoreKind.allCases
-  var persistenceOnly = false
-  var skipPersistence = false
-  var evictionOnly = false
-  var skipEviction = false
+  /// The one section `--X-only` asked for.
+  var only: Section?
+  var skipped: Set<Section> = []
+  /// Set in a child process the benchmark started to measure one store (see Probe.swift).
+  var probe: ProbeRequest?
 
   static let usage = """
     usage: MemoryStoreBenchmark [--quick] [--runs N] [--workloads LIST] [--stores LIST]
                                 [--persistence-only | --skip-persistence]
                                 [--eviction-only | --skip-eviction]
+                                [--memory-only | --skip-memory]
+                                [--growth-only | --skip-growth]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
-                         with 10000 entries and no blocking measurement
+                         with 10000 entries and no blocking measurement; memory with 100000
+                         entries, growth to 400000
       --runs N           repetitions per store and workload, and per persistence measurement
                          (default 5, or 3 with --quick)
       --workloads LIST   comma-separated subset of: \
@@ -53,6 +73,12 @@ struct Options {
       --skip-persistence skip the persistence section
       --eviction-only    run only the eviction section
       --skip-eviction    skip the eviction section
+      --memory-only      run only the memory section: resident bytes per entry of every store
+                         holding 1000000 entries (100000 with --quick), each in a fresh process
+      --skip-memory      skip the memory section
+      --growth-only      run only the growth section: the worst single write while a store
+                         grows to 4000000 entries (400000 with --quick), each in a fresh process
+      --skip-growth      skip the growth section
     """
 
   struct UsageError: Error {
@@ -88,36 +114,58 @@ struct Options {
         workloads = try Self.list(try value(), option: name)
       case "--stores":
         stores = try Self.list(try value(), option: name)
-      case "--persistence-only":
-        persistenceOnly = true
-      case "--skip-persistence":
-        skipPersistence = true
-      case "--eviction-only":
-        evictionOnly = true
-      case "--skip-eviction":
-        skipEviction = true
       case "--help", "-h":
         print(Self.usage)
         exit(0)
       default:
-        throw UsageError(message: "unknown argument '\(argument)'")
+        if let measurement = ProbeRequest.Measurement(rawValue: name) {
+          let storeName = try value()
+          let countText = try value()
+          guard let store = ProbeStoreKind(rawValue: storeName) else {
+            throw UsageError(message: "\(name): unknown store '\(storeName)'")
+          }
+          guard let count = Int(countText), count >= 1 else {
+            throw UsageError(message: "\(name) needs a positive count, not '\(countText)'")
+          }
+          probe = ProbeRequest(measurement: measurement, store: store, count: count)
+        } else if let section = Self.section(name, suffix: "-only") {
+          if let only, only != section {
+            throw UsageError(
+              message: "--\(only.rawValue)-only and --\(section.rawValue)-only exclude each other")
+          }
+          only = section
+        } else if let section = Self.section(name, prefix: "--skip-") {
+          skipped.insert(section)
+        } else {
+          throw UsageError(message: "unknown argument '\(argument)'")
+        }
       }
     }
-    if persistenceOnly && skipPersistence {
-      throw UsageError(message: "--persistence-only and --skip-persistence exclude each other")
-    }
-    if evictionOnly && (skipEviction || persistenceOnly) {
-      throw UsageError(message: "--eviction-only excludes --skip-eviction and --persistence-only")
+    if let only, skipped.contains(only) {
+      throw UsageError(
+        message: "--\(only.rawValue)-only and --skip-\(only.rawValue) exclude each other")
     }
   }
 
-  var runsThroughput: Bool { !persistenceOnly && !evictionOnly }
-  var runsPersistence: Bool { !skipPersistence && !evictionOnly }
-  var runsEviction: Bool { !skipEviction && !persistenceOnly }
+  /// The section named by `--NAME-only` or `--skip-NAME` (not throughput, which has neither).
+  private static func section(_ name: String, prefix: String = "--", suffix: String = "")
+    -> Section?
+  {
+    guard name.hasPrefix(prefix) && name.hasSuffix(suffix) else { return nil }
+    let core = name.dropFirst(prefix.count).dropLast(suffix.count)
+    guard let section = Section(rawValue: String(core)), section != .throughput else {
+      return nil
+    }
+    return section
+  }
+
+  func runs(_ section: Section) -> Bool {
+    if let only { return section == only }
+    return !skipped.contains(section)
+  }
 
   var sectionNames: String {
-    [("throughput", runsThroughput), ("persistence", runsPersistence), ("eviction", runsEviction)]
-      .filter(\.1).map(\.0).joined(separator: ", ")
+    Section.allCases.filter(runs).map(\.rawValue).joined(separator: ", ")
   }
 
   /// Parses a comma-separated list of raw values, keeping the canonical order.
@@ -148,6 +196,10 @@ do {
   exit(64)
 }
 
+if let probe = options.probe {
+  exit(runProbe(probe))
+}
+
 let runStart = monotonicNanos()
 
 print("# MemoryStore benchmark")
@@ -168,7 +220,7 @@ print(
 #endif
 print("- sections: \(options.sectionNames)")
 
-if options.runsThroughput {
+if options.runs(.throughput) {
   let plan = MeasurementPlan(
     runs: options.runs ?? (options.quick ? 3 : 5), targetSeconds: options.quick ? 0.03 : 0.25)
   let seed: UInt64 = 0x4D65_6D53_746F_7265
@@ -220,12 +272,25 @@ if options.runsThroughput {
   print("")
 }
 
-if options.runsPersistence {
+if options.runs(.persistence) {
   runPersistenceBenchmark(plan: PersistencePlan(quick: options.quick, runs: options.runs))
 }
 
-if options.runsEviction {
+if options.runs(.eviction) {
   runEvictionBenchmark(plan: EvictionPlan(quick: options.quick, runs: options.runs))
+}
+
+var everyProbeFinished = true
+if options.runs(.memory) {
+  everyProbeFinished =
+    runMemoryBenchmark(plan: MemoryPlan(quick: options.quick))
+    && everyProbeFinished
+}
+
+if options.runs(.growth) {
+  everyProbeFinished =
+    runGrowthBenchmark(plan: GrowthPlan(quick: options.quick))
+    && everyProbeFinished
 }
 
 let elapsed = Double(monotonicNanos() - runStart) / 1e9
@@ -234,3 +299,7 @@ print("Total time: \(fixed(elapsed, 1)) s.")
   print("")
   print("**WARNING: DEBUG BUILD. The numbers above are meaningless; use `-c release`.**")
 #endif
+if !everyProbeFinished {
+  progress("MemoryStoreBenchmark: a measurement process crashed; see the memory or growth section.")
+  exit(1)
+}
