@@ -108,7 +108,7 @@ struct Report {
       (.memorystoreBatches, "Throughput with change batches on (100 ms, one subscriber) over off"),
       (.memorystoreLimited, "Throughput with a count limit (recency noted by reads) over none"),
       (.memorystoreTTL, "Throughput with a time to live (reads check the clock) over none"),
-      (.engine, "Throughput of the next engine alone over the store"),
+      (.engine, "Throughput of the engine alone (no features) over the store"),
     ]
     for (variant, title) in variants {
       guard measurements.contains(where: { $0.store == variant }) else { continue }

@@ -62,7 +62,7 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .memorystoreTTL:
       "the same with defaultTimeToLive = 1 hour: every read checks the clock"
     case .engine:
-      "the store's next engine alone: a versioned concurrent table behind a write lock"
+      "the store's engine alone: its versioned table behind a write lock, no features"
     }
   }
 }
@@ -373,9 +373,9 @@ final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
   func drain() { store.drain() }
 }
 
-// MARK: - (i) the next engine
+// MARK: - (i) the engine alone
 
-/// The engine the store is moving to, measured on its own through its benchmark interface.
+/// The store's engine without the store's features, through its benchmark interface.
 final class EngineStore: BenchmarkStore {
   static var kind: StoreKind { .engine }
   static func makeKey(_ string: String) -> String { string }

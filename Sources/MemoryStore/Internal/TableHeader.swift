@@ -1,5 +1,15 @@
 import Synchronization
 
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Bionic)
+  import Bionic
+#endif
+
 /// One hash table of a ``_ConcurrentTable``: a power-of-two array of bucket heads, each the
 /// bits of the first node of a chain, 0 for an empty bucket, or ``forwarded`` once the
 /// bucket's entries have moved to ``nextTable`` during growth.
@@ -35,8 +45,13 @@ struct _TableHeader {
     capacity: Int, baseVersion: UInt64, previousGeneration: UnsafeMutablePointer<_TableHeader>?
   ) -> UnsafeMutablePointer<_TableHeader> {
     precondition(capacity > 0 && capacity & (capacity - 1) == 0)
-    let buckets = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: capacity)
-    for index in 0..<capacity { (buckets + index).initialize(to: Atomic(0)) }
+    // Zeroed memory from calloc, whose large blocks come straight from the kernel's zero
+    // pages: no write pays for initialising a large array (its pages fault in as growth moves
+    // buckets into them). An `Atomic<Int>` holding 0 is all zero bits.
+    guard let memory = calloc(capacity, MemoryLayout<Atomic<Int>>.stride) else {
+      fatalError("MemoryStore: out of memory allocating \(capacity) buckets")
+    }
+    let buckets = memory.bindMemory(to: Atomic<Int>.self, capacity: capacity)
     let header = UnsafeMutablePointer<_TableHeader>.allocate(capacity: 1)
     header.initialize(
       to: _TableHeader(
@@ -48,8 +63,7 @@ struct _TableHeader {
   /// Frees the bucket array and the header, not the nodes.
   @usableFromInline
   static func freeShell(_ table: UnsafeMutablePointer<_TableHeader>) {
-    table.pointee.buckets.deinitialize(count: table.pointee.capacity)
-    table.pointee.buckets.deallocate()
+    free(table.pointee.buckets)
     table.deinitialize(count: 1)
     table.deallocate()
   }
