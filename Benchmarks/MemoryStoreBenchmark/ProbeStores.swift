@@ -42,7 +42,7 @@ enum ProbeStoreKind: String, CaseIterable, Sendable {
     case .memorystoreLimited: "countLimit = 2 x the entry count (never reached)"
     case .memorystoreTTL: "defaultTimeToLive = 1 hour"
     case .memorystoreDecider: "an eviction decider that keeps everything ({ _, _, _ in false })"
-    case .engine: "the store's next engine alone (_EngineProbe<Int, Payload>)"
+    case .engine: "the store's engine alone, no features (_EngineProbe<Int, Payload>)"
     }
   }
 }
@@ -106,7 +106,7 @@ final class NSLockProbeStore: ProbeStore {
   }
 }
 
-/// The next engine on its own.
+/// The store's engine on its own, without the store's features.
 final class EngineProbeStore: ProbeStore {
   private let table = _EngineProbe<Int, Payload>()
 
