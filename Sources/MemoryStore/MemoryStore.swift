@@ -32,12 +32,14 @@ import Synchronization
 ///
 /// ## How it works
 ///
-/// The store keeps two copies of its dictionary (the *left-right* technique). Readers read the
-/// published copy and announce themselves in a per-thread stripe of counters; the single
-/// active writer updates the other copy, publishes it with one atomic store, and replays the
-/// same write on the first copy at its next write, once the readers that were inside it have
-/// left. The price is memory: the dictionary exists twice (values are shared by reference or
-/// copy-on-write, so only the hash tables and any inline value payloads are doubled).
+/// The store is a versioned hash table (see <doc:Internals>). A reader announces itself in its
+/// thread's own stripe of counters, loads the version of the last published write, and reads
+/// the table as it was at that version. The single active writer links new nodes in place of
+/// the ones it replaces, stamped with the next version, and publishes them with one atomic
+/// store of the version: a batch of changes becomes visible at once. Replaced values stay
+/// readable until no reader can still see them, then are freed outside every lock. Each
+/// entry is stored once, and the table grows a few buckets per write, so no write rehashes
+/// the whole store.
 ///
 /// `Key`'s `Hashable` conformance runs inside the store's critical sections, as it does inside
 /// a `Dictionary`; it must not access the store.
@@ -323,10 +325,9 @@ extension MemoryStore {
   /// snapshot.count   // unchanged
   /// ```
   ///
-  /// - Complexity: O(1) to take: the snapshot shares storage with the store copy-on-write.
-  ///   While the snapshot is alive, the first write that modifies the copy it shares pays one
-  ///   O(*n*) copy of that table (the second write after the snapshot, in general); take
-  ///   snapshots for work that needs them, not on every read.
+  /// - Complexity: O(*n*) to take, on the calling thread: it copies every entry at one
+  ///   version into a new dictionary. Writers never wait for it. Take snapshots for work that
+  ///   needs them, not on every read.
   @inlinable
   public var allItems: [Key: Value] {
     _withReadAccess { $0.dictionary }

@@ -10,13 +10,15 @@ import Synchronization
   import Bionic
 #endif
 
-/// Counts the readers inside each of the two copies of a store, spread over cache-line-sized
-/// stripes so that concurrent readers on different threads write to different cache lines.
+/// Counts the readers of each reclamation epoch parity of a store's table (see
+/// ``_ConcurrentTable``), spread over cache-line-sized stripes so that concurrent readers on
+/// different threads write to different cache lines.
 ///
-/// Each stripe holds two counters, one per copy. A reader increments the counter of the copy
-/// it is about to read in its own stripe (chosen by ``_ThreadSlot``) and decrements it when it
-/// is done; a writer modifies a copy only when that copy's counters read zero in every stripe.
-/// Counts are exact whatever threads share a stripe: sharing only costs speed.
+/// Each stripe holds two counters, one per epoch parity, then the hit and miss counters of
+/// statistics. A reader increments the counter of the current epoch's parity in its own stripe
+/// (chosen by ``_ThreadSlot``) and decrements it when it is done; the writer frees what it
+/// retired in an epoch only when that parity's counters read zero in every stripe. Counts are
+/// exact whatever threads share a stripe: sharing only costs speed.
 @usableFromInline
 struct _ReaderIndicator {
   /// Bytes between stripes: two cache lines, because Intel's adjacent-line prefetcher
@@ -49,7 +51,7 @@ struct _ReaderIndicator {
 
   @usableFromInline var stripeCount: Int { _stripeMask + 1 }
 
-  /// Per stripe: readers inside copy 0 and copy 1, then lookups that hit and that missed.
+  /// Per stripe: readers of even and of odd epochs, then lookups that hit and that missed.
   @usableFromInline static var countersPerStripe: Int { 4 }
   @usableFromInline static var hitCounter: Int { 2 }
   @usableFromInline static var missCounter: Int { 3 }
@@ -66,7 +68,7 @@ struct _ReaderIndicator {
     return sum
   }
 
-  /// The two counters of the calling thread's stripe: `[copy 0, copy 1]`.
+  /// The counters of the calling thread's stripe: `[even epochs, odd epochs, hits, misses]`.
   @inlinable @inline(__always)
   func countersForCurrentThread() -> UnsafeMutablePointer<Atomic<Int>> {
     let stripe = _ThreadSlot.current & _stripeMask
@@ -74,32 +76,16 @@ struct _ReaderIndicator {
       .assumingMemoryBound(to: Atomic<Int>.self)
   }
 
-  /// Whether any reader is inside `copy`, looking at every stripe.
+  /// Whether any reader is counted in `parity`, looking at every stripe.
   @inlinable
-  func hasReaders(in copy: Int) -> Bool {
+  func hasReaders(in parity: Int) -> Bool {
     var stripe = 0
     while stripe <= _stripeMask {
       let counters = UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
         .assumingMemoryBound(to: Atomic<Int>.self)
-      if counters[copy].load(ordering: .sequentiallyConsistent) != 0 { return true }
+      if counters[parity].load(ordering: .sequentiallyConsistent) != 0 { return true }
       stripe &+= 1
     }
-    return false
-  }
-
-  /// Whether `copy` becomes free of readers within a short spin (about a microsecond).
-  ///
-  /// Readers hold a copy for one lookup or one snapshot, so a reader that is still inside
-  /// after this was almost certainly preempted; the writer then stops waiting for it.
-  @inlinable
-  func becomesFree(_ copy: Int) -> Bool {
-    if !hasReaders(in: copy) { return true }
-    return _spinUntilFree(copy)
-  }
-
-  @usableFromInline @inline(never)
-  func _spinUntilFree(_ copy: Int) -> Bool {
-    for _ in 0..<128 where !hasReaders(in: copy) { return true }
     return false
   }
 

@@ -1,6 +1,6 @@
 /// A value at a stable heap address, accessed without exclusivity checks.
 ///
-/// Used for state that a lock or the left-right protocol already serialises, where a class's
+/// Used for state that a lock already serialises, where a class's
 /// stored `var` would pay a dynamic exclusivity check on every access. The owner calls
 /// ``deallocate()`` exactly once, after its last use.
 @usableFromInline
