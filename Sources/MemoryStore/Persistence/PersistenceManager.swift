@@ -15,12 +15,11 @@ import Foundation
 ///
 /// ## Consistency and cost
 /// A save writes the store's contents at one instant, as if every write were paused there.
-/// It takes that snapshot in O(1), without copying the store, and encodes it with no lock held:
-/// meanwhile, readers and writers go on, and writes are set aside in a small overlay that
-/// readers consult (reads are somewhat slower while a save encodes). When the snapshot is
-/// written, the saving thread folds those writes in, holding the store's write lock for a time
-/// proportional to the distinct keys written during the save: writers wait for it, readers do
-/// not. No write pays a copy of the store.
+/// It reads the store at the version published at that instant, copying the contents into a
+/// `Dictionary` outside every lock, then encodes that copy with no lock held: readers and
+/// writers go on meanwhile and never wait for it. The saving thread pays O(*n*) for the copy,
+/// and the copy's memory until the save ends; values replaced or removed meanwhile are freed
+/// after it.
 ///
 /// ## Crash safety
 /// The snapshot is written to a temporary file (mode 0600) in the same directory, flushed to
