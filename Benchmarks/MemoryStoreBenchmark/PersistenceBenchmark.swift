@@ -281,7 +281,7 @@ func managerRepetition(
     roundTrips: roundTrips)
 }
 
-/// A store holding `entries` in storage of its own, with both of its copies up to date.
+/// A store holding `entries` in storage of its own, with the values replaced meanwhile freed.
 func populatedStore(_ entries: [String: Quote], name: String) -> MemoryStoreOfQuotes {
   let store = MemoryStoreOfQuotes(name: name)
   store.addEntries(entries)
@@ -453,8 +453,7 @@ struct WindowStats: Sendable {
   var firstNanos: UInt64 = 0
   var checksum = 0
   var misses = 0
-  /// The writer, during the save: how many distinct keys it wrote (what the store set aside
-  /// and must fold into both of its copies afterwards).
+  /// The writer, during the save: how many distinct keys it wrote.
   var distinctKeys = 0
   /// The three longest operations: when they started, and how long they took.
   var longest: [(start: UInt64, nanos: UInt64)] = []
@@ -615,7 +614,7 @@ func measureBlocking(entryCount: Int, directory: URL) throws -> BlockingResult {
     ?? persistenceCoders.first { $0.name == "json" } ?? persistenceCoders[0]
   progress("persistence: building a store of \(entryCount) entries")
   let keys = (0..<entryCount).map(PersistenceData.key)
-  // The entries go out of scope here: the store's copies share no storage with them.
+  // The entries go out of scope here: the store shares no storage with them.
   let store = populatedStore(PersistenceData.entries(count: entryCount), name: "blocking")
   let manager = try PersistenceManager(
     store: store, fileURL: directory.appending(path: "blocking.\(chosen.name).snapshot"),

@@ -169,15 +169,9 @@ struct Worker {
   /// Keeps an `allItems` snapshot alive until two more have been taken, and then until the
   /// end of the run (the main thread releases the last ones after every worker finished).
   ///
-  /// Why: a snapshot shares the store's storage. When the last reference to it goes away,
-  /// the store's next write to that storage happens in place; what orders that write after
-  /// this thread's reads of the snapshot is the reference count, whose atomic operations run
-  /// in the uninstrumented Swift runtime, so ThreadSanitizer reports a race that is not one.
-  /// The same report comes from any lock-protected `Dictionary` whose getter returns a copy
-  /// that a thread reads and then drops while another thread writes. Held this long, the
-  /// snapshot's storage has been copied away by a later write (copy-on-write) before it is
-  /// released, and the report cannot come up. A real race (a write to storage that a
-  /// snapshot still uses) would still be reported.
+  /// Why: values live on in snapshots after the store replaced and freed its own references
+  /// to them, so the last release of a value often happens here, on a worker thread, while
+  /// other threads write the store; ThreadSanitizer checks that path.
   mutating func keep(_ snapshot: [Int: Payload]) {
     heldSnapshots.append(snapshot)
     if heldSnapshots.count > 2 {

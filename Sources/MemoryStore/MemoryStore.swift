@@ -416,8 +416,8 @@ extension MemoryStore {
 
   /// Removes every entry as one atomic, ordered write.
   ///
-  /// - Complexity: O(*n*) to release the entries; the critical section itself is O(1) for the
-  ///   copy readers see next.
+  /// - Complexity: O(1) under the write lock (it starts a new, empty generation of the table);
+  ///   the old entries are released later, outside every lock, once no reader can see them.
   @inlinable
   public func removeAll() {
     _ = _perform(.removeAll)

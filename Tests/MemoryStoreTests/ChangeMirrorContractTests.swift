@@ -11,7 +11,7 @@ extension StoreContractTests {
     static let keySpace = 64
 
     /// One thread's share of a random workload of every kind of write; with `parking`, the
-    /// thread now and then keeps a reader parked so that writes go through the overlay.
+    /// thread now and then keeps a reader parked, so that writes race a reader that stays.
     static func writeRandomly(
       _ store: MemoryStore<Int, Int>, thread: Int, parking: Bool
     ) {

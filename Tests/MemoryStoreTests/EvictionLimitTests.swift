@@ -216,8 +216,8 @@ extension StoreContractTests {
 
 extension StoreContractTests {
   /// Evictions and expiries keep every other guarantee: batches rebuild the store, and the
-  /// overlay path (a reader holding a copy) enforces the same limits.
-  @Suite("Eviction: with batches and the overlay") struct EvictionInvariants {
+  /// writes racing a parked reader enforce the same limits.
+  @Suite("Eviction: with batches and parked readers") struct EvictionInvariants {
     @Test(arguments: [false, true])
     func aMirrorBuiltFromBatchesEqualsTheStoreThroughEvictionsAndExpiries(parked: Bool) async {
       let scheduler = ManualScheduler()

@@ -64,13 +64,13 @@ extension StoreContractTests {
       }
       #expect(finished != nil)
       #expect(store.isEmpty)
-      await store.flush()  // Releases what the second copy still holds.
+      await store.flush()  // Frees the values replaced or removed that are not freed yet.
       #expect(deinits.count == 110)
     }
 
-    /// The same while a reader is parked, so that writes go to the overlay and replace values
-    /// that only the overlay holds.
-    @Test func aDeinitMayUseTheStoreWhileWritesGoToTheOverlay() async {
+    /// The same while a reader is parked, so that everything the writes replace stays
+    /// allocated until the reader leaves, and is freed then.
+    @Test func aDeinitMayUseTheStoreWhileAReaderIsParked() async {
       let store = MemoryStore<Int, Reentrant>()
       let deinits = Counter()
       let finished: [Void]? = runOnThreads(1, timeout: 20) { _ in
@@ -87,7 +87,7 @@ extension StoreContractTests {
       }
       #expect(finished != nil)
       #expect(store.isEmpty)
-      await store.flush()  // Releases what the second copy still holds.
+      await store.flush()  // Frees the values replaced or removed that are not freed yet.
       #expect(deinits.count == 111)
     }
   }

@@ -12,7 +12,7 @@ struct RegisterWorkload: Sendable {
   var seed: UInt64 = 1
   var timeout = 120.0
   /// The thread that, now and then, runs a few operations while one of its reads stays parked
-  /// inside a copy of the store (see `StoreUnderTest.withParkedReader`); `nil` for none.
+  /// in a read section of the store (see `StoreUnderTest.withParkedReader`); `nil` for none.
   var parkingThread: Int? = nil
 
   /// Runs the workload on `store` and returns the history, or `nil` if the threads did not
