@@ -56,6 +56,18 @@ final class _ConcurrentTable<Key: Hashable, Value> {
 
   /// Per-thread counts of the readers of each epoch parity.
   @usableFromInline let _readers: _ReaderIndicator
+
+  // Spare node memory: blocks of freed nodes, chained through their first word, that the
+  // threads freeing garbage push (outside the lock) and the writer takes all at once, so that
+  // most writes allocate nothing. A push is a compare-and-swap of the head; the writer takes
+  // the whole chain with one exchange, which no interleaving can corrupt.
+
+  /// Spare blocks the size of a node with a value.
+  @usableFromInline let _spareNodes: Atomic<Int>
+  /// Spare blocks the size of a tombstone.
+  @usableFromInline let _spareTombstones: Atomic<Int>
+  /// About how many spare blocks exist (pushed minus taken), to bound them.
+  @usableFromInline let _spareCount: Atomic<Int>
   /// The writer's state; guarded by the caller's write lock.
   @usableFromInline let _writer: _UnsafeBox<_TableWriter>
 
@@ -71,6 +83,9 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     _epoch = Atomic(0)
     _evenCount = Atomic(0)
     _oddCount = Atomic(0)
+    _spareNodes = Atomic(0)
+    _spareTombstones = Atomic(0)
+    _spareCount = Atomic(0)
     _readers = _ReaderIndicator()
     _writer = _UnsafeBox(_TableWriter(root: root))
   }
@@ -84,6 +99,17 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     // The tombstones still on the list are linked in the root (freed with it) or in a retired
     // generation, or were retired: the list owns none of them.
     _free(garbage)
+    for chain in [
+      _spareNodes.exchange(0, ordering: .acquiring),
+      _spareTombstones.exchange(0, ordering: .acquiring),
+      writer.pointee.spareNodes, writer.pointee.spareTombstones,
+    ] {
+      var bits = chain
+      while let block = UnsafeMutableRawPointer(bitPattern: bits) {
+        bits = block.load(as: Int.self)
+        block.deallocate()
+      }
+    }
     _writer.deallocate()
     _readers.deallocate()
   }
@@ -140,6 +166,11 @@ struct _TableWriter {
   /// (replaced or moved) or whose generation was cleared are skipped.
   @usableFromInline var tombstones: ContiguousArray<(node: Int, epoch: Int)> = []
   @usableFromInline var tombstonesStart = 0
+  /// The writer's own chains of spare blocks (see `_ConcurrentTable._spareNodes`).
+  @usableFromInline var spareNodes = 0
+  @usableFromInline var spareTombstones = 0
+  /// Spare blocks taken since `_spareCount` was last lowered.
+  @usableFromInline var spareTaken = 0
   /// How many retirements make the next publication try to reclaim; doubled while a reader
   /// holds an epoch back, so that a long reader costs writers nothing.
   @usableFromInline var reclaimThreshold = 64
@@ -374,7 +405,8 @@ extension _ConcurrentTable {
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
-      let node = _Node.make(key: key, value: value, version: version, older: old.bits)
+      let node = _Node.make(
+        key: key, value: value, version: version, older: old.bits, memory: _spare(tombstone: false))
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
       if old.isTombstone {
@@ -389,7 +421,8 @@ extension _ConcurrentTable {
       writer.pointee.retire(.node(old.bits))
       return previous
     }
-    let node = _Node.make(key: key, value: value, version: version, older: 0)
+    let node = _Node.make(
+      key: key, value: value, version: version, older: 0, memory: _spare(tombstone: false))
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
@@ -419,7 +452,8 @@ extension _ConcurrentTable {
     guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
-    let tombstone = _Node<Key, Value>.makeTombstone(key: key, version: version, older: old.bits)
+    let tombstone = _Node<Key, Value>.makeTombstone(
+      key: key, version: version, older: old.bits, memory: _spare(tombstone: true))
     tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
     predecessor.pointee.store(tombstone.bits, ordering: .releasing)
     let previous = old.value.pointee
@@ -582,16 +616,55 @@ extension _ConcurrentTable {
   ///   `removeAll()` is O(its size).
   @inlinable
   func _free(_ garbage: _TableGarbage) {
+    // Keep at most about one spare block per 8 entries (and 64 at least, 8 192 at most).
+    let limit = Swift.min(8_192, 64 + _writerCountHint / 8)
+    var room = limit - _spareCount.load(ordering: .relaxed)
+    var nodes = _SpareChain()
+    var tombstones = _SpareChain()
     for item in garbage.items {
       switch item {
       case .node(let bits):
-        _Node<Key, Value>(bits: bits).unsafelyUnwrapped.destroy()
+        let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
+        guard room > 0 else {
+          node.destroy()
+          continue
+        }
+        room -= 1
+        let isTombstone = node.isTombstone
+        node.destroyContents()
+        if isTombstone { tombstones.add(node.raw) } else { nodes.add(node.raw) }
       case .shell(let table):
         _TableHeader.freeShell(table)
       case .generation(let table):
         _freeGeneration(table)
       }
     }
+    nodes.push(onto: _spareNodes, counting: _spareCount)
+    tombstones.push(onto: _spareTombstones, counting: _spareCount)
+  }
+
+  /// A spare block for a node (or a tombstone), or `nil` to allocate one. Write lock held.
+  @inlinable @inline(__always)
+  func _spare(tombstone: Bool) -> UnsafeMutableRawPointer? {
+    let writer = _writer.pointer
+    var head = tombstone ? writer.pointee.spareTombstones : writer.pointee.spareNodes
+    if head == 0 {
+      head =
+        tombstone
+        ? _spareTombstones.exchange(0, ordering: .acquiring)
+        : _spareNodes.exchange(0, ordering: .acquiring)
+      if head == 0 { return nil }
+    }
+    // Safe: `head` is the address of a spare block, whose first word links the next one.
+    let block = UnsafeMutableRawPointer(bitPattern: head).unsafelyUnwrapped
+    let next = block.load(as: Int.self)
+    if tombstone { writer.pointee.spareTombstones = next } else { writer.pointee.spareNodes = next }
+    writer.pointee.spareTaken += 1
+    if writer.pointee.spareTaken == 32 {
+      writer.pointee.spareTaken = 0
+      _spareCount.wrappingSubtract(32, ordering: .relaxed)
+    }
+    return block
   }
 
   @inlinable
@@ -707,7 +780,7 @@ extension _ConcurrentTable {
     var bits = root.pointee.buckets[index].load(ordering: .relaxed)
     while let node = _Node<Key, Value>(bits: bits) {
       bits = node.next.pointee.load(ordering: .relaxed)
-      let copy = node.copy()
+      let copy = node.copy(memory: _spare(tombstone: node.isTombstone))
       let slot = next.pointee.buckets + (copy.key.pointee.hashValue & next.pointee.mask)
       copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
       slot.pointee.store(copy.bits, ordering: .releasing)
@@ -763,5 +836,38 @@ extension _ConcurrentTable {
         tombstones == writer.pointee.tombstoneCount, "Internal inconsistency: tombstone count")
       precondition(count == entries, "Internal inconsistency: published count")
     #endif
+  }
+}
+
+/// A chain of spare blocks being gathered by a thread that frees garbage.
+@usableFromInline
+struct _SpareChain {
+  @usableFromInline var first: UnsafeMutableRawPointer?
+  @usableFromInline var last: UnsafeMutableRawPointer?
+  @usableFromInline var count = 0
+
+  @inlinable init() {}
+
+  @inlinable
+  mutating func add(_ block: UnsafeMutableRawPointer) {
+    block.storeBytes(of: Int(bitPattern: first), as: Int.self)
+    if last == nil { last = block }
+    first = block
+    count += 1
+  }
+
+  /// Pushes the chain onto the shared stack `head`.
+  @inlinable
+  func push(onto head: borrowing Atomic<Int>, counting spareCount: borrowing Atomic<Int>) {
+    guard let first, let last else { return }
+    var expected = head.load(ordering: .relaxed)
+    while true {
+      last.storeBytes(of: expected, as: Int.self)
+      let (exchanged, current) = head.compareExchange(
+        expected: expected, desired: Int(bitPattern: first), ordering: .releasing)
+      if exchanged { break }
+      expected = current
+    }
+    spareCount.wrappingAdd(count, ordering: .relaxed)
   }
 }

@@ -60,11 +60,22 @@ struct _Node<Key: Hashable, Value> {
 
   // MARK: Making and destroying
 
-  /// A node holding `value`, not linked yet.
+  /// The size of a node holding a value.
+  @inlinable @inline(__always)
+  static var valueNodeSize: Int { Swift.max(valueOffset + MemoryLayout<Value>.size, 24) }
+
+  /// The size of a tombstone.
+  @inlinable @inline(__always)
+  static var tombstoneSize: Int { tombstoneRetiredOffset + 8 }
+
+  /// A node holding `value`, not linked yet, in `memory` (a spare block of
+  /// ``valueNodeSize`` bytes) or in a new allocation.
   @inlinable
-  static func make(key: Key, value: Value, version: UInt64, older: Int) -> _Node {
+  static func make(
+    key: Key, value: Value, version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
+  ) -> _Node {
     let node = allocate(
-      byteCount: valueOffset + MemoryLayout<Value>.size, version: version, flags: 0, older: older)
+      byteCount: valueNodeSize, version: version, flags: 0, older: older, memory: memory)
     node.key.initialize(to: key)
     node.value.initialize(to: value)
     return node
@@ -72,10 +83,12 @@ struct _Node<Key: Hashable, Value> {
 
   /// A tombstone for `key`, not linked yet: the record that `key` was removed at `version`.
   @inlinable
-  static func makeTombstone(key: Key, version: UInt64, older: Int) -> _Node {
+  static func makeTombstone(
+    key: Key, version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
+  ) -> _Node {
     let node = allocate(
-      byteCount: tombstoneRetiredOffset + 8, version: version, flags: tombstoneFlag,
-      older: older)
+      byteCount: tombstoneSize, version: version, flags: tombstoneFlag, older: older,
+      memory: memory)
     node.key.initialize(to: key)
     node.raw.storeBytes(of: 0, toByteOffset: tombstoneRetiredOffset, as: Int.self)
     return node
@@ -100,17 +113,20 @@ struct _Node<Key: Hashable, Value> {
 
   /// A copy of this node with the same version, value and history, for another table.
   @inlinable
-  func copy() -> _Node {
+  func copy(memory: UnsafeMutableRawPointer?) -> _Node {
     if isTombstone {
-      return _Node.makeTombstone(key: key.pointee, version: version, older: older)
+      return _Node.makeTombstone(
+        key: key.pointee, version: version, older: older, memory: memory)
     }
-    return _Node.make(key: key.pointee, value: value.pointee, version: version, older: older)
+    return _Node.make(
+      key: key.pointee, value: value.pointee, version: version, older: older, memory: memory)
   }
 
   @inlinable
-  static func allocate(byteCount: Int, version: UInt64, flags: UInt64, older: Int) -> _Node {
-    let raw = UnsafeMutableRawPointer.allocate(
-      byteCount: Swift.max(byteCount, 24), alignment: alignment)
+  static func allocate(
+    byteCount: Int, version: UInt64, flags: UInt64, older: Int, memory: UnsafeMutableRawPointer?
+  ) -> _Node {
+    let raw = memory ?? UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: alignment)
     raw.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
     raw.storeBytes(of: older, toByteOffset: 8, as: Int.self)
     raw.storeBytes(of: version << 8 | flags, toByteOffset: 16, as: UInt64.self)
@@ -121,9 +137,15 @@ struct _Node<Key: Hashable, Value> {
   /// never call it with a lock held.
   @inlinable
   func destroy() {
+    destroyContents()
+    raw.deallocate()
+  }
+
+  /// Deinitialises the key and value, leaving the memory for reuse. Runs user code.
+  @inlinable
+  func destroyContents() {
     if !isTombstone { value.deinitialize(count: 1) }
     key.deinitialize(count: 1)
-    raw.deallocate()
   }
 
   // MARK: Fields
