@@ -242,10 +242,33 @@ extension MemoryStore {
     return (result.changed, result.previous)
   }
 
-  /// Sets (`newValue` non-`nil`) or removes `key`.
+  /// Sets (`newValue` non-`nil`) or removes `key`: ``_perform(_:reason:)`` for the commonest
+  /// write, with the key and value handed to the table directly rather than wrapped in an
+  /// operation (which costs a copy of each, and their retains, on every write).
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
-    _perform(newValue.map { .set(key, $0) } ?? .remove(key))
+    if _policyActive.load(ordering: .relaxed) {
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
+    _writeLock.lock()
+    if _policyActive.load(ordering: .relaxed) {
+      _writeLock.unlock()
+      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+    }
+    let previous: Value?
+    var followUp: _TrackingFollowUp?
+    if let newValue {
+      previous = _table.stageSet(key, newValue)
+      followUp = _logKeyedLocked(key, newValue, wasPresent: previous != nil)
+    } else {
+      previous = _table.stageRemove(key)
+      if previous != nil { followUp = _logKeyedLocked(key, nil, wasPresent: true) }
+    }
+    let garbage = _table.publish()
+    _writeLock.unlock()
+    _release(garbage)
+    if let followUp { _followUp(followUp) }
+    return (newValue != nil || previous != nil, previous)
   }
 
   /// Stages `operation` on the table and publishes it (write lock held).
