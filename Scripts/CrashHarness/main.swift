@@ -11,7 +11,8 @@
 //     .build/release/CrashHarness kill-test --kills 60 --naive    # must find torn files
 //
 // Scripts/crash-test runs both. Scripts/reliability uses the other sub-commands: save-once and
-// load-once (fault injection, hostile files), make-fixtures and make-fuzz-corpus.
+// load-once (fault injection, hostile files), reentrant-create (a precondition's message in a
+// release build), make-fixtures and make-fuzz-corpus.
 
 import Foundation
 
@@ -21,6 +22,7 @@ let usage = """
          CrashHarness kill-test [--kills N] [--naive] [--directory D] [--seed S] [--cap N]
          CrashHarness save-once <file> [--entries N] [--binary] [--move-directory-to D]
          CrashHarness load-once <file> [--binary] [--maximum-size BYTES]
+         CrashHarness reentrant-create
          CrashHarness make-fixtures <directory>
          CrashHarness make-fuzz-corpus <directory>
     writer     saves a growing snapshot to <file> in a loop, forever (the process to kill);
@@ -41,6 +43,8 @@ let usage = """
     load-once  loads <file> into a [String: Tree] store (the fixtures' type), prints the
                outcome and the time load() took; exits 0 or \(OnceStatus.loadFailed) (load failed)
     --binary   the binary coder instead of JSON
+    reentrant-create  calls value(forKey:orInsert:) again for the same key from inside its
+               makeValue: the program must stop with a message that names the mistake
     make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
     make-fuzz-corpus  writes the fuzz target's seeds (file/ and binary/)
   """
@@ -129,6 +133,11 @@ case "load-once":
     maximumSize: arguments.values["--maximum-size"].map { _ in
       arguments.integer("--maximum-size", default: 0, minimum: 0)
     })
+case "reentrant-create":
+  guard Arguments(rest, flags: [], values: []).positional.isEmpty else {
+    usageError("reentrant-create takes no argument")
+  }
+  runReentrantCreate()
 case "make-fixtures":
   runMakeFixtures(directory: Arguments(rest, flags: [], values: []).file())
 case "make-fuzz-corpus":

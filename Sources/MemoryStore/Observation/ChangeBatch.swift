@@ -85,9 +85,9 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   ///   `next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1`.
   /// - Complexity: O(`count + next.count`).
   public func merged(with next: ChangeBatch) -> ChangeBatch {
-    precondition(
-      next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1,
-      "merged(with:) needs the batch that follows this one")
+    if next.sequenceNumbers.lowerBound != sequenceNumbers.upperBound + 1 {
+      _preconditionFailure("merged(with:) needs the batch that follows this one")
+    }
     var updated = self.updated
     var addedKeys = self.addedKeys
     var removed = self.removed

@@ -95,10 +95,13 @@ public final class PersistenceManager<
   public init(
     store: MemoryStore<Key, Value>, fileURL: URL, coder: some SnapshotCoder = .json
   ) throws(PersistenceError) {
-    precondition(fileURL.isFileURL, "PersistenceManager needs a file URL, not \(fileURL)")
-    precondition(
-      _SnapshotFile.encodedName(coder.formatName) != nil,
-      "a SnapshotCoder's formatName must be 1 to 8 ASCII bytes, not \"\(coder.formatName)\"")
+    if !fileURL.isFileURL {
+      _preconditionFailure("PersistenceManager needs a file URL, not \(fileURL)")
+    }
+    if _SnapshotFile.encodedName(coder.formatName) == nil {
+      _preconditionFailure(
+        "a SnapshotCoder's formatName must be 1 to 8 ASCII bytes, not \"\(coder.formatName)\"")
+    }
     self.store = store
     self.fileURL = fileURL.standardizedFileURL
     self.coder = coder
@@ -148,7 +151,7 @@ public final class PersistenceManager<
   public var saveInterval: Duration {
     get { _state.withLock { $0.saveInterval } }
     set {
-      precondition(newValue >= .zero, "saveInterval must not be negative")
+      if newValue < .zero { _preconditionFailure("saveInterval must not be negative") }
       let generation = _state.withLock { state in
         state.saveInterval = newValue
         state.generation &+= 1
