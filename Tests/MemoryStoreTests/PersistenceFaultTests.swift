@@ -206,6 +206,22 @@ extension StoreContractTests {
         try manager(MemoryStore<String, Int>(), file.appendingPathComponent("sub/store.snapshot"))
       }
       #expect(error.kind == .directoryUnavailable)
+      #expect(error.code == .ENOTDIR)
+      #expect(error.description.contains("a component of its path is a file"), "\(error)")
+      #expect(error.description.contains("(ENOTDIR)"))
+      #expect(!error.description.contains("does not exist"), "\(error)")
+    }
+
+    @Test func aFileWhereTheDirectoryShouldBeIsNamedAsSuch() throws {
+      let directory = TemporaryDirectory()
+      let file = directory.file("plain")
+      #expect(FileManager.default.createFile(atPath: file.path, contents: Data()))
+      let error = try #require(throws: PersistenceError.self) {
+        try manager(MemoryStore<String, Int>(), file.appendingPathComponent("store.snapshot"))
+      }
+      #expect(error.kind == .directoryUnavailable)
+      #expect(error.code == .ENOTDIR)
+      #expect(error.description.contains("exists but is not a directory"), "\(error)")
     }
   }
 }

@@ -111,7 +111,8 @@ public final class PersistenceManager<
   ///     ``SnapshotCoder/binary`` (compact and faster), or your own. Its `formatName` must be
   ///     1 to 8 ASCII bytes.
   /// - Throws: ``PersistenceError/Kind-swift.struct/directoryUnavailable`` if the directory
-  ///   cannot be created.
+  ///   does not exist and cannot be created, cannot be reached (a directory on its path cannot
+  ///   be searched), or is not a directory.
   public init(
     store: MemoryStore<Key, Value>, fileURL: URL, coder: some SnapshotCoder = .json
   ) throws(PersistenceError) {
@@ -131,10 +132,8 @@ public final class PersistenceManager<
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     } catch {
-      throw PersistenceError(
-        .directoryUnavailable, fileURL: self.fileURL,
-        detail: "The snapshot directory \(directory.path) does not exist and cannot be created",
-        underlyingError: error)
+      throw PersistenceError.directoryUnavailable(
+        directory.path, fileURL: self.fileURL, underlyingError: error)
     }
     if _SnapshotFile.removeStaleTemporaryFiles(
       of: self.fileURL.lastPathComponent, in: directory.path) == nil
