@@ -11,7 +11,9 @@
 //     .build/release/CrashHarness kill-test --kills 60 --naive    # must find torn files
 //
 // Scripts/crash-test runs both. Scripts/reliability uses the other sub-commands: save-once and
-// load-once (fault injection, hostile files), make-fixtures and make-fuzz-corpus.
+// load-once (fault injection, hostile files), save-loop (two processes saving one file),
+// reentrant-create (a precondition's message in a
+// release build), make-fixtures and make-fuzz-corpus.
 
 import Foundation
 
@@ -21,6 +23,8 @@ let usage = """
          CrashHarness kill-test [--kills N] [--naive] [--directory D] [--seed S] [--cap N]
          CrashHarness save-once <file> [--entries N] [--binary] [--move-directory-to D]
          CrashHarness load-once <file> [--binary] [--maximum-size BYTES]
+         CrashHarness save-loop <file> [--seconds S] [--entries N]
+         CrashHarness reentrant-create
          CrashHarness make-fixtures <directory>
          CrashHarness make-fuzz-corpus <directory>
     writer     saves a growing snapshot to <file> in a loop, forever (the process to kill);
@@ -41,6 +45,11 @@ let usage = """
     load-once  loads <file> into a [String: Tree] store (the fixtures' type), prints the
                outcome and the time load() took; exits 0 or \(OnceStatus.loadFailed) (load failed)
     --binary   the binary coder instead of JSON
+    save-loop  for S seconds (default 3), saves <file> (N entries, default 100) with a
+               long-lived manager and with a new manager each round, and loads it; run it
+               in several processes at once: exits 0 if no save or load failed, 1 otherwise
+    reentrant-create  calls value(forKey:orInsert:) again for the same key from inside its
+               makeValue: the program must stop with a message that names the mistake
     make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
     make-fuzz-corpus  writes the fuzz target's seeds (file/ and binary/)
   """
@@ -129,6 +138,16 @@ case "load-once":
     maximumSize: arguments.values["--maximum-size"].map { _ in
       arguments.integer("--maximum-size", default: 0, minimum: 0)
     })
+case "save-loop":
+  let arguments = Arguments(rest, flags: [], values: ["--seconds", "--entries"])
+  runSaveLoop(
+    file: arguments.file(), seconds: arguments.integer("--seconds", default: 3, minimum: 1),
+    entries: arguments.integer("--entries", default: 100, minimum: 1))
+case "reentrant-create":
+  guard Arguments(rest, flags: [], values: []).positional.isEmpty else {
+    usageError("reentrant-create takes no argument")
+  }
+  runReentrantCreate()
 case "make-fixtures":
   runMakeFixtures(directory: Arguments(rest, flags: [], values: []).file())
 case "make-fuzz-corpus":

@@ -511,9 +511,10 @@ extension MemoryStore {
       }
       if let creation = _creations.pointer.pointee[key] {
         _creationLock.unlock()
-        precondition(
-          !creation.isOwnedByCurrentThread,
-          "value(forKey:orInsert:) was called again for the same key from inside its makeValue")
+        if creation.isOwnedByCurrentThread {
+          _preconditionFailure(
+            "value(forKey:orInsert:) was called again for the same key from inside its makeValue")
+        }
         creation.lock.lock()
         let outcome = creation.outcome
         creation.lock.unlock()

@@ -164,22 +164,30 @@ extension StoreContractTests {
       let store = MemoryStore<Int, Int>(scheduler: clock)
       let stale = Atomic<Int>(0)
       let returned = Atomic<Int>(0)
+      let writerDone = Atomic<Bool>(false)
       let done: [Void]? = runOnThreads(4) { thread in
         var random = SplitMix64(seed: UInt64(thread) + 7)
-        for step in 0..<6_000 {
-          let key = random.below(500)
-          if thread == 0 {
-            // The only writer also moves the clock, so a value's stamp is its write time.
-            if step % 300 == 0 { clock.move(by: .milliseconds(300)) }
-            store.setValue(clock.nanoseconds, forKey: key, timeToLive: .seconds(1))
-          } else {
-            // A value returned was written less than its lifetime before the read began.
-            let now = clock.nanoseconds
-            if let written = store[key] {
-              returned.wrappingAdd(1, ordering: .relaxed)
-              if now - written >= 1_000_000_000 { stale.wrappingAdd(1, ordering: .relaxed) }
-            }
+        // A value returned was written less than its lifetime before the read began.
+        func read(_ key: Int) {
+          let now = clock.nanoseconds
+          if let written = store[key] {
+            returned.wrappingAdd(1, ordering: .relaxed)
+            if now - written >= 1_000_000_000 { stale.wrappingAdd(1, ordering: .relaxed) }
           }
+        }
+        if thread == 0 {
+          // The only writer also moves the clock, so a value's stamp is its write time.
+          for step in 0..<6_000 {
+            if step % 300 == 0 { clock.move(by: .milliseconds(300)) }
+            store.setValue(clock.nanoseconds, forKey: random.below(500), timeToLive: .seconds(1))
+          }
+          writerDone.store(true, ordering: .releasing)
+        } else {
+          // Readers run as long as the writer does, however the threads are scheduled, then
+          // read every key once: the writer's last value has not expired, since the clock
+          // stopped with it, so at least that read returns a value.
+          while !writerDone.load(ordering: .acquiring) { read(random.below(500)) }
+          for key in 0..<500 { read(key) }
         }
       }
       #expect(done != nil)

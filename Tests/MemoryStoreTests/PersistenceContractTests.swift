@@ -114,7 +114,7 @@ extension StoreContractTests {
       let bytes = try #require(FileManager.default.bytes(at: directory.file()))
       #expect(bytes.count == report.byteCount)
       #expect(Array(bytes.prefix(8)) == Array("MEMSTORE".utf8))
-      #expect(directory.contents == ["store.snapshot"])
+      #expect(directory.contents == [".store.snapshot.lock", "store.snapshot"])
     }
 
     @Test func staleTemporaryFilesAreRemovedAtTheNextStart() throws {
@@ -127,7 +127,7 @@ extension StoreContractTests {
           FileManager.default.createFile(atPath: directory.file(name).path, contents: Data([1])))
       }
       _ = try manager(MemoryStore<String, Int>(), directory.file())
-      #expect(directory.contents == [".other.tmp-Ab12Cd", "unrelated"])
+      #expect(directory.contents == [".other.tmp-Ab12Cd", ".store.snapshot.lock", "unrelated"])
     }
 
     @Test func eachSaveReplacesThePreviousSnapshot() throws {

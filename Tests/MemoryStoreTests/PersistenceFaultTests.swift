@@ -141,7 +141,7 @@ extension StoreContractTests {
       #expect(error.underlyingError is Fragile.Refused)
       #expect(persistence.lastSaveError?.key == #""bad""#)
       #expect(FileManager.default.bytes(at: directory.file()) == previous)
-      #expect(directory.contents == ["store.snapshot"])
+      #expect(directory.contents == [".store.snapshot.lock", "store.snapshot"])
       #expect(store.count == 3, "the store is untouched")
     }
 
@@ -169,7 +169,7 @@ extension StoreContractTests {
       #expect(error.kind == .writeFailed)
       #expect(error.code == .EISDIR)
       #expect(error.description.contains("EISDIR"))
-      #expect(directory.contents == ["taken"], "no temporary file is left")
+      #expect(directory.contents == [".taken.lock", "taken"], "no temporary file is left")
       #expect(try FileManager.default.contentsOfDirectory(atPath: url.path).isEmpty)
     }
 
@@ -206,6 +206,22 @@ extension StoreContractTests {
         try manager(MemoryStore<String, Int>(), file.appendingPathComponent("sub/store.snapshot"))
       }
       #expect(error.kind == .directoryUnavailable)
+      #expect(error.code == .ENOTDIR)
+      #expect(error.description.contains("a component of its path is a file"), "\(error)")
+      #expect(error.description.contains("(ENOTDIR)"))
+      #expect(!error.description.contains("does not exist"), "\(error)")
+    }
+
+    @Test func aFileWhereTheDirectoryShouldBeIsNamedAsSuch() throws {
+      let directory = TemporaryDirectory()
+      let file = directory.file("plain")
+      #expect(FileManager.default.createFile(atPath: file.path, contents: Data()))
+      let error = try #require(throws: PersistenceError.self) {
+        try manager(MemoryStore<String, Int>(), file.appendingPathComponent("store.snapshot"))
+      }
+      #expect(error.kind == .directoryUnavailable)
+      #expect(error.code == .ENOTDIR)
+      #expect(error.description.contains("exists but is not a directory"), "\(error)")
     }
   }
 }

@@ -29,7 +29,8 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// batches merged into one, which covers their whole range. A subscriber has missed nothing
   /// when each batch's `lowerBound` is the previous batch's `upperBound + 1`.
   public let sequenceNumbers: ClosedRange<UInt64>
-  /// The reasons of keys whose latest change was not a plain write; sparse.
+  /// The reported reasons that are not a plain write; sparse. An updated key's reason is that
+  /// of its latest change, a removed key's that of its first removal.
   let reasons: [Key: ChangeReason]
 
   init(
@@ -50,6 +51,10 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   public var count: Int { updated.count + removed.count }
 
   /// Why `key` changed, or `nil` if the batch does not report `key`.
+  ///
+  /// For a key in ``removed``, the reason of the change that first removed it from the
+  /// contents the previous batch showed (an expiry followed by ``MemoryStore/removeAll()`` is
+  /// ``ChangeReason/expired``); for a key in ``updated``, the reason of its latest change.
   ///
   /// - Complexity: O(1) on average.
   public func reason(forKey key: Key) -> ChangeReason? {
@@ -80,9 +85,9 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   ///   `next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1`.
   /// - Complexity: O(`count + next.count`).
   public func merged(with next: ChangeBatch) -> ChangeBatch {
-    precondition(
-      next.sequenceNumbers.lowerBound == sequenceNumbers.upperBound + 1,
-      "merged(with:) needs the batch that follows this one")
+    if next.sequenceNumbers.lowerBound != sequenceNumbers.upperBound + 1 {
+      _preconditionFailure("merged(with:) needs the batch that follows this one")
+    }
     var updated = self.updated
     var addedKeys = self.addedKeys
     var removed = self.removed

@@ -5,13 +5,28 @@ struct _KeyChange<Value> {
   @usableFromInline var wasPresent: Bool
   /// Its value now; `nil` if absent.
   @usableFromInline var current: Value?
+  /// The reason of its latest change.
   @usableFromInline var reason: ChangeReason
+  /// The reason of the change that first removed it since the previous batch, if it was
+  /// present then: the reason a batch reports for a key it reports removed.
+  @usableFromInline var removalReason: ChangeReason?
 
   @inlinable
-  init(wasPresent: Bool, current: Value?, reason: ChangeReason) {
+  init(
+    wasPresent: Bool, current: Value?, reason: ChangeReason, removalReason: ChangeReason? = nil
+  ) {
     self.wasPresent = wasPresent
     self.current = current
     self.reason = reason
+    self.removalReason = removalReason
+  }
+
+  /// The reason a batch reports for the key: for a key present at the previous batch and
+  /// absent now, the reason of its first removal, whatever changed it afterwards; otherwise
+  /// the reason of its latest change.
+  @inlinable
+  var reportedReason: ChangeReason {
+    current == nil && wasPresent ? removalReason ?? reason : reason
   }
 }
 
@@ -150,9 +165,13 @@ struct _ChangeAccumulator<Key: Hashable, Value> {
     switch logged {
     case .key(let key, let value, let wasPresent, let reason):
       let base = cleared?.wasPresent(key) ?? wasPresent
+      let removal = cleared?.firstRemovalReason(key)
       if let old = Self.update(
-        &changes[key, default: _KeyChange(wasPresent: base, current: nil, reason: reason)],
-        to: value, reason: reason)
+        &changes[
+          key,
+          default: _KeyChange(
+            wasPresent: base, current: nil, reason: reason, removalReason: removal)],
+        to: value, reason: reason, removes: value == nil && wasPresent)
       {
         displaced.append(old)
       }
@@ -170,14 +189,17 @@ struct _ChangeAccumulator<Key: Hashable, Value> {
     }
   }
 
-  /// Sets `entry`'s current value and reason in place; returns the value it held.
+  /// Sets `entry`'s current value and reason in place, and its removal reason if `removes`
+  /// (the change removes a present key) is its first removal since the previous batch;
+  /// returns the value it held.
   @inlinable @inline(__always)
   static func update(
-    _ entry: inout _KeyChange<Value>, to value: Value?, reason: ChangeReason
+    _ entry: inout _KeyChange<Value>, to value: Value?, reason: ChangeReason, removes: Bool
   ) -> Value? {
     let old = entry.current
     entry.current = value
     entry.reason = reason
+    if removes && entry.wasPresent && entry.removalReason == nil { entry.removalReason = reason }
     return old
   }
 }
@@ -215,6 +237,16 @@ struct _Cleared<Key: Hashable, Value> {
     if let change = before[key] { return change.wasPresent }
     return contents[key] != nil
   }
+
+  /// The reason of the change that first removed `key` since the previous batch, up to and
+  /// including the clear; `nil` if `key` was absent at the previous batch.
+  @inlinable
+  func firstRemovalReason(_ key: Key) -> ChangeReason? {
+    guard let change = before[key] else { return contents[key] != nil ? reason : nil }
+    guard change.wasPresent else { return nil }
+    // Removed before the clear, or present until the clear removed it.
+    return change.removalReason ?? reason
+  }
 }
 
 /// Changes taken from the tracker, resolved into a batch outside every lock.
@@ -249,12 +281,19 @@ struct _RecordedChanges<Key: Hashable & Sendable, Value: Sendable> {
       } else {
         return
       }
-      if change.reason != .write { reasons[key] = change.reason }
+      let reason = change.reportedReason
+      if reason != .write { reasons[key] = reason }
     }
     if let cleared {
       // Every key present before the clear and not written since is now absent.
+      // Its reason is that of its first removal: an expiry or an eviction before the clear
+      // is not overwritten by the clear's.
       for (key, change) in cleared.before where changes[key] == nil {
-        add(key, _KeyChange(wasPresent: change.wasPresent, current: nil, reason: cleared.reason))
+        add(
+          key,
+          _KeyChange(
+            wasPresent: change.wasPresent, current: nil, reason: cleared.reason,
+            removalReason: cleared.firstRemovalReason(key)))
       }
       for key in cleared.contents.keys where changes[key] == nil && cleared.before[key] == nil {
         add(key, _KeyChange(wasPresent: true, current: nil, reason: cleared.reason))

@@ -51,7 +51,9 @@ public struct PersistenceError: Error, CustomStringConvertible {
     /// Writing the snapshot failed (see ``code``: disk full, read-only file system,
     /// permission denied, path is a directory, …).
     public static let writeFailed = Kind(name: "writeFailed")
-    /// The snapshot's directory does not exist and could not be created.
+    /// The snapshot's directory does not exist and could not be created, cannot be reached
+    /// (a directory on its path cannot be searched: ``code`` is `EACCES`), or is not a
+    /// directory; the description says which.
     public static let directoryUnavailable = Kind(name: "directoryUnavailable")
 
     public var description: String { name }
@@ -101,6 +103,51 @@ public struct PersistenceError: Error, CustomStringConvertible {
     if let movedTo { text += "; the file was kept, moved aside to \(movedTo.path)" }
     if let underlyingError, code == nil { text += "; underlying error: \(underlyingError)" }
     return text
+  }
+
+  /// The error for a snapshot directory that `FileManager` failed to create with `error`:
+  /// what is true of the directory, found by looking it up again.
+  static func directoryUnavailable(
+    _ directory: String, fileURL: URL, underlyingError error: any Error
+  ) -> PersistenceError {
+    let prefix = "The snapshot directory \(directory)"
+    var status = stat()
+    let detail: String
+    let code: Int32?
+    if stat(directory, &status) == 0 {
+      if (status.st_mode & S_IFMT) == S_IFDIR {
+        (detail, code) = (prefix + " exists but cannot be used", nil)
+      } else {
+        (detail, code) = (prefix + " exists but is not a directory", ENOTDIR)
+      }
+    } else {
+      let failure = errno
+      switch failure {
+      case ENOENT:
+        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+        let reason = underlying.flatMap { $0.domain == NSPOSIXErrorDomain ? Int32($0.code) : nil }
+        (detail, code) = (
+          prefix + " does not exist and cannot be created"
+            + (reason.map { ": " + describe($0) } ?? ""),
+          reason
+        )
+      case EACCES:
+        (detail, code) = (
+          prefix + " cannot be reached because a directory on its path cannot be searched: "
+            + describe(failure) + "; whether it exists is unknown", failure
+        )
+      case ENOTDIR:
+        (detail, code) = (
+          prefix + " cannot be created because a component of its path is a file: "
+            + describe(failure), failure
+        )
+      default:
+        (detail, code) = (prefix + " cannot be looked up: " + describe(failure), failure)
+      }
+    }
+    return PersistenceError(
+      .directoryUnavailable, fileURL: fileURL, detail: detail,
+      code: code.flatMap { POSIXErrorCode(rawValue: $0) }, underlyingError: error)
   }
 
   /// `code` as its symbolic name and its message: "no space left on device (ENOSPC)".

@@ -29,6 +29,18 @@ import Foundation
 /// starts with a header (magic bytes, format version, the coder's name, the entry count and
 /// checksums of header and payload) that ``load()`` verifies before decoding.
 ///
+/// ## Several managers, several processes
+/// A save holds an advisory lock (`flock`) on the lock file `.<name>.lock` beside the
+/// snapshot, created empty (mode 0600) and never removed, from the creation of its temporary
+/// file until the directory is flushed after the rename. Saves of the same file by several
+/// managers, in one process or in several (a rolling restart, an inspection tool), therefore
+/// take turns, and the removal of stale temporary files removes them only while it holds the
+/// lock: never the file of a save in progress. If a save holds the lock when a manager is
+/// created, that manager removes stale files at the start of its first save instead. Loads
+/// take no lock. A save fails with ``PersistenceError/Kind-swift.struct/writeFailed`` if the
+/// lock file cannot be created or opened (a read-only directory, for one), like any other
+/// file of the save; loading from such a directory works.
+///
 /// ## Errors
 /// Every failure throws a ``PersistenceError`` that names the file (and the key, where there
 /// is one); the store in memory and the previous snapshot on disk are left as they were. A file
@@ -39,7 +51,7 @@ import Foundation
 /// the file always ends up holding the newest of the snapshots they took. The coder runs on
 /// the thread that saves or loads (a background queue for auto-save), never while the manager
 /// or the store holds a lock, and may read and write the store (but not save it: a save waits
-/// for the snapshot of the save in progress to be released). Use one manager per file.
+/// for the snapshot of the save in progress to be released).
 public final class PersistenceManager<
   Key: Hashable & Sendable & Codable, Value: Sendable & Codable
 >: Sendable {
@@ -76,10 +88,18 @@ public final class PersistenceManager<
     var lastSaveDate: Date?
     var outcomeStreams: [UInt64: AsyncStream<SaveOutcome>.Continuation] = [:]
     var nextStreamID: UInt64 = 0
+    /// Whether stale temporary files may remain because a save by another manager held the
+    /// lock when this one was created: the next save removes them once it holds the lock.
+    var removesStaleTemporaryFiles = false
   }
 
   /// Creates a manager for `store` and the snapshot at `fileURL`, creating missing parent
   /// directories and removing temporary files that a save interrupted by a crash left there.
+  ///
+  /// The removal takes the lock of saves of the file (see the type's discussion), creating
+  /// the lock file if needed, without waiting: while another manager's save holds it, the
+  /// removal is left to this manager's first save; where the lock file cannot be created, as
+  /// in a read-only directory, nothing is removed and no error is thrown.
   ///
   /// Creating a manager neither loads nor saves; call ``load()`` to restore the store.
   ///
@@ -90,14 +110,18 @@ public final class PersistenceManager<
   ///     ``SnapshotCoder/binary`` (compact and faster), or your own. Its `formatName` must be
   ///     1 to 8 ASCII bytes.
   /// - Throws: ``PersistenceError/Kind-swift.struct/directoryUnavailable`` if the directory
-  ///   cannot be created.
+  ///   does not exist and cannot be created, cannot be reached (a directory on its path cannot
+  ///   be searched), or is not a directory.
   public init(
     store: MemoryStore<Key, Value>, fileURL: URL, coder: some SnapshotCoder = .json
   ) throws(PersistenceError) {
-    precondition(fileURL.isFileURL, "PersistenceManager needs a file URL, not \(fileURL)")
-    precondition(
-      _SnapshotFile.encodedName(coder.formatName) != nil,
-      "a SnapshotCoder's formatName must be 1 to 8 ASCII bytes, not \"\(coder.formatName)\"")
+    if !fileURL.isFileURL {
+      _preconditionFailure("PersistenceManager needs a file URL, not \(fileURL)")
+    }
+    if _SnapshotFile.encodedName(coder.formatName) == nil {
+      _preconditionFailure(
+        "a SnapshotCoder's formatName must be 1 to 8 ASCII bytes, not \"\(coder.formatName)\"")
+    }
     self.store = store
     self.fileURL = fileURL.standardizedFileURL
     self.coder = coder
@@ -107,13 +131,14 @@ public final class PersistenceManager<
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     } catch {
-      throw PersistenceError(
-        .directoryUnavailable, fileURL: self.fileURL,
-        detail: "The snapshot directory \(directory.path) does not exist and cannot be created",
-        underlyingError: error)
+      throw PersistenceError.directoryUnavailable(
+        directory.path, fileURL: self.fileURL, underlyingError: error)
     }
-    _SnapshotFile.removeStaleTemporaryFiles(
-      of: self.fileURL.lastPathComponent, in: directory.path)
+    if _SnapshotFile.removeStaleTemporaryFiles(
+      of: self.fileURL.lastPathComponent, in: directory.path) == nil
+    {
+      _state.withLock { $0.removesStaleTemporaryFiles = true }
+    }
   }
 
   deinit {
@@ -147,7 +172,7 @@ public final class PersistenceManager<
   public var saveInterval: Duration {
     get { _state.withLock { $0.saveInterval } }
     set {
-      precondition(newValue >= .zero, "saveInterval must not be negative")
+      if newValue < .zero { _preconditionFailure("saveInterval must not be negative") }
       let generation = _state.withLock { state in
         state.saveInterval = newValue
         state.generation &+= 1
@@ -305,9 +330,16 @@ public final class PersistenceManager<
       payloadChecksum: encoded.payload.withUnsafeBytes { _SnapshotFile.checksum($0) })
     // The name was checked by init.
     let headerBytes = _SnapshotFile.headerBytes(header)!
+    var removesStaleTemporaryFiles = _state.withLock { $0.removesStaleTemporaryFiles }
+    defer {
+      if !removesStaleTemporaryFiles {
+        _state.withLock { $0.removesStaleTemporaryFiles = false }
+      }
+    }
     do {
       _ = try _SnapshotFile.replace(
-        at: fileURL.path, header: headerBytes, payload: encoded.payload
+        at: fileURL.path, header: headerBytes, payload: encoded.payload,
+        removingStaleTemporaryFiles: &removesStaleTemporaryFiles
       ) { rename in
         _committed.withLock { committed in
           // An overlapping save that took a newer snapshot already replaced the file.

@@ -213,6 +213,47 @@ enum _SnapshotFile {
     "." + fileName + ".tmp-"
   }
 
+  /// The name of the lock file of saves of `fileName`, in the same directory:
+  /// `.<name>.lock`.
+  static func lockFileName(for fileName: String) -> String {
+    "." + fileName + ".lock"
+  }
+
+  /// The directory of `path` ("." for a bare name) and its last component.
+  static func split(_ path: String) -> (directory: String, fileName: String) {
+    let directory = (path as NSString).deletingLastPathComponent
+    return (directory.isEmpty ? "." : directory, (path as NSString).lastPathComponent)
+  }
+
+  /// Opens (creating it, empty, mode 0600, if needed) the lock file of saves of `fileName`
+  /// in `directory` and takes an exclusive `flock` on it: waiting for the holder if `wait`,
+  /// returning `nil` at once if another holder has it and not `wait`.
+  ///
+  /// Saves hold the lock from the creation of their temporary file until the directory is
+  /// flushed after the rename; the clean-up of stale temporary files removes them only while
+  /// holding it. A `flock` belongs to an open file description, so two managers of the same
+  /// file exclude each other whether they are in one process or in two, and the lock is
+  /// released when the descriptor is closed, or by the kernel when the process dies: a crash
+  /// never leaves it held. The lock file itself is never removed (removing it would let two
+  /// savers lock two different files).
+  ///
+  /// - Returns: The locked descriptor, which the caller closes to release the lock.
+  static func lockSaves(
+    of fileName: String, in directory: String, wait: Bool
+  ) throws(SystemCallFailure) -> Int32? {
+    let path = directory + "/" + lockFileName(for: fileName)
+    let descriptor = retryingInterrupts { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
+    guard descriptor >= 0 else {
+      throw SystemCallFailure(step: "opening the lock file", path: path, code: errno)
+    }
+    let operation = wait ? LOCK_EX : LOCK_EX | LOCK_NB
+    if retryingInterrupts({ flock(descriptor, operation) }) == 0 { return descriptor }
+    let code = errno
+    close(descriptor)
+    if !wait && code == EWOULDBLOCK { return nil }
+    throw SystemCallFailure(step: "locking the lock file", path: path, code: code)
+  }
+
   /// Replaces the file at `path` with `header` followed by `payload`, atomically: writes a
   /// temporary file (mode 0600) in the same directory, `fsync`s it, renames it over `path`
   /// and `fsync`s the directory. A crash at any instant leaves either the old or the new file.
@@ -222,15 +263,26 @@ enum _SnapshotFile {
   /// without performing it: the temporary file is then removed, nothing is replaced, and this
   /// returns `false`.
   ///
+  /// The whole replacement holds the lock of ``lockSaves(of:in:wait:)``, waiting for it if
+  /// another save of the same file (in this process or another) holds it. If
+  /// `removingStaleTemporaryFiles` is `true`, the temporary files of earlier saves are removed
+  /// once the lock is taken (no live save can own one then), and it is set to `false`.
+  ///
   /// On failure the temporary file is removed and the file at `path` is untouched.
   static func replace(
-    at path: String, header: [UInt8], payload: Data, commit: (() -> Bool) -> Bool
+    at path: String, header: [UInt8], payload: Data,
+    removingStaleTemporaryFiles: inout Bool, commit: (() -> Bool) -> Bool
   ) throws(SystemCallFailure) -> Bool {
-    let directory = (path as NSString).deletingLastPathComponent
-    let fileName = (path as NSString).lastPathComponent
-    var template = Array(
-      ((directory.isEmpty ? "." : directory) + "/" + temporaryPrefix(for: fileName) + "XXXXXX")
-        .utf8CString)
+    let (directory, fileName) = split(path)
+    // Taken before the temporary file exists and released after everything else: the
+    // deferred close runs last.
+    guard let lock = try lockSaves(of: fileName, in: directory, wait: true) else { return false }
+    defer { close(lock) }
+    if removingStaleTemporaryFiles {
+      removeTemporaryFilesWhileLocked(of: fileName, in: directory)
+      removingStaleTemporaryFiles = false
+    }
+    var template = Array((directory + "/" + temporaryPrefix(for: fileName) + "XXXXXX").utf8CString)
     let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
     let temporary = String(
       decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -273,9 +325,7 @@ enum _SnapshotFile {
     if let renameFailure { throw renameFailure }
     guard committed else { return false }
     // Make the rename itself durable.
-    let directoryDescriptor = retryingInterrupts {
-      open(directory.isEmpty ? "." : directory, O_RDONLY | O_CLOEXEC)
-    }
+    let directoryDescriptor = retryingInterrupts { open(directory, O_RDONLY | O_CLOEXEC) }
     guard directoryDescriptor >= 0 else {
       throw SystemCallFailure(
         step: "opening the directory", path: directory, code: errno, isAfterRename: true)
@@ -288,10 +338,22 @@ enum _SnapshotFile {
     return true
   }
 
-  /// Removes the temporary files that saves of `fileName` left in `directory` when the
-  /// process died mid-save; returns how many.
+  /// Removes the temporary files that saves of `fileName` left in `directory` when their
+  /// process died mid-save, if no save of the file is in progress (in any process); returns
+  /// how many, or `nil` if it removed nothing because a save holds the lock of
+  /// ``lockSaves(of:in:wait:)`` or the lock file cannot be opened (a directory this process
+  /// cannot write, where it could remove nothing anyway).
   @discardableResult
-  static func removeStaleTemporaryFiles(of fileName: String, in directory: String) -> Int {
+  static func removeStaleTemporaryFiles(of fileName: String, in directory: String) -> Int? {
+    guard let lock = try? lockSaves(of: fileName, in: directory, wait: false) else { return nil }
+    defer { close(lock) }
+    return removeTemporaryFilesWhileLocked(of: fileName, in: directory)
+  }
+
+  /// Removes every temporary file of saves of `fileName` in `directory`; the caller holds the
+  /// lock of ``lockSaves(of:in:wait:)``, so none belongs to a save in progress.
+  @discardableResult
+  static func removeTemporaryFilesWhileLocked(of fileName: String, in directory: String) -> Int {
     let prefix = temporaryPrefix(for: fileName)
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
       return 0
