@@ -29,6 +29,31 @@ extension StoreContractTests {
       #expect(store[7_999] == 999)
     }
 
+    /// With change batches on, `removeAll()` takes the contents it clears for the batch without
+    /// copying them under the write lock; once the batch is published, they are freed like any
+    /// other removed values.
+    @Test func valuesClearedWithBatchesOnAreFreedOnceTheBatchIsPublished() async {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<Int, Reentrant>(scheduler: scheduler)
+      store.notificationInterval = .seconds(1)
+      let deinits = Counter()
+      var batches = store.changes.makeAsyncIterator()
+      store.addEntries(
+        Dictionary(uniqueKeysWithValues: (0..<500).map { ($0, Reentrant(store, deinits)) }))
+      scheduler.advance(by: .seconds(1))
+      #expect(await batches.next()?.updated.count == 500)
+      store.removeAll()
+      for key in 0..<10 { store[key] = Reentrant(store, deinits) }
+      // Published: the cleared contents are copied out for the batch, and released.
+      scheduler.advance(by: .seconds(1))
+      let batch = await batches.next()
+      #expect(batch?.removed.count == 490)
+      #expect(batch?.updated.count == 10)
+      await store.flush()
+      #expect(deinits.count == 500)
+      #expect(!store._retainsReplacedValues)
+    }
+
     /// A value whose `deinit` writes to the store: it would deadlock if the store released a
     /// replaced or removed value while holding its write lock.
     final class Reentrant: Sendable {

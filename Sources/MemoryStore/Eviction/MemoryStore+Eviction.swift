@@ -491,9 +491,11 @@ extension MemoryStore {
         tracker.pointee.log.append(.key(key, nil, wasPresent: true, reason))
       }
     case .removeAll:
-      var contents = view.dictionary
-      for key in expired { contents[key] = nil }
-      if !contents.isEmpty { tracker.pointee.log.append(.clear(contents, reason)) }
+      // The expired keys are present, and removed by this write before the clear.
+      if view.count > expired.count {
+        tracker.pointee.log.append(
+          .clear(_ClearedContents(table: _table, excluding: expired), reason))
+      }
     case .compound, nil:
       break
     }
