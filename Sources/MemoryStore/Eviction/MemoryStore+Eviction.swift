@@ -447,8 +447,15 @@ extension MemoryStore {
     // once the expired entries are gone from what readers see.
     let earlier = min(nextExpiry, _nextExpiry.load(ordering: .relaxed))
     _nextExpiry.store(earlier, ordering: .relaxed)
-    let result = _applyLocked(
-      .compound(expired: expired, operation, evicted: evicted.map { $0.key }))
+    // The write alone when it expires and evicts nothing (the common case): a compound write
+    // is an allocation.
+    let result: (changed: Bool, previous: Value?, garbage: _TableGarbage?)
+    if let operation, expired.isEmpty, evicted.isEmpty {
+      result = _applyLocked(operation)
+    } else {
+      result = _applyLocked(
+        .compound(expired: expired, operation, evicted: evicted.map { $0.key }))
+    }
     _nextExpiry.store(nextExpiry, ordering: .releasing)
     if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
     outcome.changed = result.changed
