@@ -328,7 +328,9 @@ extension MemoryStore {
   /// - Complexity: O(1). Never blocks.
   @inlinable
   public var count: Int {
-    _withReadAccess { $0.count }
+    // No entry counted has expired at the instant of the call.
+    _expireDueEntries()
+    return _table.count
   }
 
   /// Whether the store has no entries, read at one point of the write order.
@@ -336,7 +338,7 @@ extension MemoryStore {
   /// - Complexity: O(1). Never blocks.
   @inlinable
   public var isEmpty: Bool {
-    _withReadAccess { $0.count == 0 }
+    count == 0
   }
 
   /// A consistent snapshot of every entry: the contents at one point of the write order, never
@@ -461,12 +463,21 @@ extension MemoryStore {
     _settle()
   }
 
-  /// Frees the values that writes replaced or removed, if no reader still needs them.
+  /// Frees the values that writes replaced or removed, if no reader still needs them, a
+  /// bounded step at a time under the write lock.
   func _settle() {
     _writeLock.lock()
-    let garbage = _table.reclaimAll()
+    // Bounded, so that writers made meanwhile cannot keep it going.
+    var steps = _table.retainedCount / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
     _writeLock.unlock()
-    _release(garbage)
+    while steps > 0 {
+      steps -= 1
+      _writeLock.lock()
+      let step = _table.reclaimStep()
+      _writeLock.unlock()
+      _release(step.garbage)
+      if step.isFinished { return }
+    }
   }
 }
 

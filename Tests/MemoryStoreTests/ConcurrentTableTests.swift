@@ -185,6 +185,33 @@ import Testing
     #expect(tracker.value == 0)
   }
 
+  @Test func tombstonesOfALargeRemovalAreUnlinkedAFewAtATimeAndFreed() {
+    let tracker = LiveCount()
+    do {
+      let table = _ConcurrentTable<TrackedKey, Int>()
+      for key in 0..<20_000 { table.stageSet(TrackedKey(tracker, key), key) }
+      if let garbage = table.publish() { table._free(garbage) }
+      for key in 0..<20_000 where key % 10 != 0 { table.stageRemove(TrackedKey(tracker, key)) }
+      if let garbage = table.publish() { table._free(garbage) }
+      #expect(table._writer.pointer.pointee.tombstoneCount == 18_000)
+      // Later writes unlink them a bounded number per reclamation, and free them.
+      var steps = 0
+      while table.retainedCount > 0 && steps < 1_000 {
+        let step = table.reclaimStep()
+        if let garbage = step.garbage { table._free(garbage) }
+        steps += 1
+      }
+      #expect(steps >= 18_000 / _ConcurrentTable<TrackedKey, Int>.tombstonesPerReclaim)
+      #expect(table.retainedCount == 0)
+      #expect(table._writer.pointer.pointee.tombstoneCount == 0)
+      #expect(table.count == 2_000)
+      table._checkInvariants()
+      // The table's keys plus the spare blocks' (none: spares hold no key).
+      #expect(tracker.value == 2_000)
+    }
+    #expect(tracker.value == 0)
+  }
+
   /// A writer applies batches that keep pairs of keys equal (set both, or remove both) while
   /// the table grows and is cleared; readers check at one version that both keys of a pair
   /// agree, and that a key written before they started is never missing.

@@ -211,7 +211,7 @@ extension _ConcurrentTable {
     let counters = _readers.countersForCurrentThread()
     let parity = _epoch.load(ordering: .relaxed) & 1
     counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
-    return (_version.load(ordering: .acquiring), (counters, parity))
+    return (_version.load(ordering: .sequentiallyConsistent), (counters, parity))
   }
 
   @usableFromInline
@@ -221,6 +221,12 @@ extension _ConcurrentTable {
 
   /// ``withReadSection(_:)``, also giving `body` the calling thread's stripe of counters
   /// (the store counts hits and misses there).
+  ///
+  /// Every load a reader makes of the version, the root and the links is sequentially
+  /// consistent, like its increment: the writer's check of the counters (after a sequentially
+  /// consistent fence) and a reader's increment then form a store-buffering pair that the
+  /// memory model orders, so a reader the writer did not see counted sees every unlink made
+  /// before the check. On x86-64 such a load is a plain load; on arm64 it is `ldar`.
   @inlinable @inline(__always)
   func withCountedReadSection<R>(
     _ body: (UInt64, UnsafeMutablePointer<Atomic<Int>>) -> R
@@ -228,7 +234,7 @@ extension _ConcurrentTable {
     let counters = _readers.countersForCurrentThread()
     let parity = _epoch.load(ordering: .relaxed) & 1
     counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
-    let version = _version.load(ordering: .acquiring)
+    let version = _version.load(ordering: .sequentiallyConsistent)
     let result = body(version, counters)
     counters[parity].wrappingSubtract(1, ordering: .releasing)
     return result
@@ -246,7 +252,8 @@ extension _ConcurrentTable {
   func _lookup(_ key: Key, hash: Int, at version: UInt64) -> _Node<Key, Value>? {
     var table = _table(at: version)
     while true {
-      let head = table.pointee.buckets[hash & table.pointee.mask].load(ordering: .acquiring)
+      let head = table.pointee.buckets[hash & table.pointee.mask].load(
+        ordering: .sequentiallyConsistent)
       if head == _TableHeader.forwarded {
         // Safe: a forwarded bucket is marked only after `nextTable` is set.
         table = table.pointee.nextTable.unsafelyUnwrapped
@@ -260,7 +267,7 @@ extension _ConcurrentTable {
           }
           return visible
         }
-        bits = node.next.pointee.load(ordering: .acquiring)
+        bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
       }
       return nil
     }
@@ -272,7 +279,7 @@ extension _ConcurrentTable {
     // Safe: the root is never 0, and a generation newer than the reader's version always
     // has the previous one (kept alive by this reader) to fall back to.
     var table = UnsafeMutablePointer<_TableHeader>(
-      bitPattern: _root.load(ordering: .acquiring)
+      bitPattern: _root.load(ordering: .sequentiallyConsistent)
     ).unsafelyUnwrapped
     while table.pointee.baseVersion > version {
       table = table.pointee.previousGeneration.unsafelyUnwrapped
@@ -305,8 +312,8 @@ extension _ConcurrentTable {
     }
   }
 
-  /// The number of entries at `version` if it is still one of the last two published;
-  /// `nil` otherwise.
+  /// The number of entries at `version` if it is still the published version; `nil`
+  /// otherwise.
   @inlinable
   func _count(at version: UInt64) -> Int? {
     let count =
@@ -331,7 +338,7 @@ extension _ConcurrentTable {
     inBucket index: Int, of table: UnsafeMutablePointer<_TableHeader>, at version: UInt64,
     _ body: (Key, Value) -> Void
   ) {
-    let head = table.pointee.buckets[index].load(ordering: .acquiring)
+    let head = table.pointee.buckets[index].load(ordering: .sequentiallyConsistent)
     if head == _TableHeader.forwarded {
       // The bucket's entries live in the buckets of the next table that share its low bits.
       let next = table.pointee.nextTable.unsafelyUnwrapped
@@ -347,7 +354,7 @@ extension _ConcurrentTable {
       if let visible = node.resolved(at: version), !visible.isTombstone {
         body(visible.key.pointee, visible.value.pointee)
       }
-      bits = node.next.pointee.load(ordering: .acquiring)
+      bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
     }
   }
 
@@ -511,10 +518,11 @@ extension _ConcurrentTable {
   }
 
   /// Advances the epoch if no reader of the previous one is left, and returns what was
-  /// retired two epochs ago; unlinks the tombstones no reader needs any more. Write lock held.
+  /// retired two epochs ago; first unlinks the tombstones no reader needs any more, a bounded
+  /// number per call. Write lock held.
   ///
-  /// - Complexity: O(*r*) for the *r* items retired since the last advance, and a scan of the
-  ///   reader stripes.
+  /// - Complexity: O(*r*) for the *r* items retired since the last advance, at most
+  ///   ``tombstonesPerReclaim`` tombstones, and a scan of the reader stripes.
   @inlinable
   func _reclaim() -> _TableGarbage? {
     let writer = _writer.pointer
@@ -528,6 +536,13 @@ extension _ConcurrentTable {
       return nil
     }
     writer.pointee.reclaimThreshold = 64
+    // Every reader of epoch - 1 or before has left, so no reader needs what a tombstone linked
+    // before this epoch hides. They are unlinked a bounded number at a time, and the epoch
+    // advances only once none is left: so a listed tombstone is never freed (that takes an
+    // advance) before its entry is processed.
+    guard _unlinkTombstones(linkedBefore: epoch, limit: Self.tombstonesPerReclaim) else {
+      return nil
+    }
     var garbage = _TableGarbage()
     if epoch & 1 == 0 {
       swap(&garbage.items, &writer.pointee.limbo.1)
@@ -536,28 +551,29 @@ extension _ConcurrentTable {
     }
     writer.pointee.epoch = epoch + 1
     _epoch.store(epoch + 1, ordering: .sequentiallyConsistent)
-    // A reader that could need what a tombstone of epoch - 1 or before hides (one at a
-    // version before the tombstone's) has left too.
-    _unlinkTombstones(linkedBefore: epoch)
     return garbage.items.isEmpty ? nil : garbage
   }
 
-  /// Reclaims everything retired, if no reader is inside: what `flush()` does, so that values
-  /// replaced or removed are released now rather than after later writes. Write lock held.
+  /// The most tombstones one reclamation unlinks: a bound on the work a write does under the
+  /// lock after a removal of many keys.
+  @usableFromInline static var tombstonesPerReclaim: Int { 1_024 }
+
+  /// One step of freeing everything retired (what `flush()` does): returns what to free, and
+  /// whether it is done (nothing left, or a reader holds the rest). Write lock held; the
+  /// caller releases the lock between steps.
   ///
-  /// - Complexity: O(*r*) for the *r* items retired.
+  /// - Complexity: O(*r*) for the *r* items it frees, at most ``tombstonesPerReclaim``
+  ///   tombstones.
   @inlinable
-  func reclaimAll() -> _TableGarbage? {
-    var garbage = _TableGarbage()
-    // Each advance frees one epoch's list; tombstones unlinked by it are freed two later.
-    for _ in 0..<6 where retainedCount > 0 {
-      guard let freed = _reclaim() else {
-        if _readers.hasReaders(in: (_writer.pointer.pointee.epoch + 1) & 1) { break }
-        continue
-      }
-      garbage.items.append(contentsOf: freed.items)
+  func reclaimStep() -> (garbage: _TableGarbage?, isFinished: Bool) {
+    if retainedCount == 0 { return (nil, true) }
+    let epoch = _writer.pointer.pointee.epoch
+    let garbage = _reclaim()
+    if _writer.pointer.pointee.epoch == epoch {
+      // Not advanced: a reader holds the previous epoch, or tombstones remain to unlink.
+      return (nil, _readers.hasReaders(in: (epoch + 1) & 1))
     }
-    return garbage.items.isEmpty ? nil : garbage
+    return (garbage, retainedCount == 0)
   }
 
   /// The number of things retired and not freed yet (nodes, tables and tombstones). Write
@@ -569,19 +585,25 @@ extension _ConcurrentTable {
       + writer.pointee.tombstones.count - writer.pointee.tombstonesStart
   }
 
-  /// Unlinks the tombstones linked in an epoch before `epoch` and retires them. Write lock
-  /// held.
+  /// Unlinks up to `limit` of the tombstones linked in an epoch before `epoch` and retires
+  /// them; returns whether none of those is left. Write lock held.
   @inlinable
-  func _unlinkTombstones(linkedBefore epoch: Int) {
+  func _unlinkTombstones(linkedBefore epoch: Int, limit: Int) -> Bool {
     let writer = _writer.pointer
     var index = writer.pointee.tombstonesStart
+    let end = index + limit
     // Moving a bucket (to find a key during growth) may append copies of tombstones: they
     // carry the current epoch, so the loop stops before them, and they are kept.
     while index < writer.pointee.tombstones.count,
       writer.pointee.tombstones[index].epoch < epoch
     {
-      // Safe: a tombstone on the list is freed only after the flip that processes it (it is
-      // retired no earlier than the epoch it was linked in, and freed two advances later).
+      guard index < end else {
+        writer.pointee.tombstonesStart = index
+        return false
+      }
+      // Safe: a listed tombstone is retired no earlier than the epoch it was linked in, freed
+      // only after an advance, and the epoch advances only once every entry linked before it
+      // has been processed.
       let tombstone = _Node<Key, Value>(bits: writer.pointee.tombstones[index].node)
         .unsafelyUnwrapped
       index += 1
@@ -589,8 +611,10 @@ extension _ConcurrentTable {
       if tombstone.isRetiredTombstone { continue }
       let key = tombstone.key.pointee
       let slot = _writeSlot(for: key, hash: key.hashValue)
-      // Unlink it if it is still the key's current node; otherwise it belongs to a generation
-      // that `removeAll()` retired, whose free frees it with the rest of its chain.
+      // Unlink it if it is still the key's current node. Otherwise it belongs to a generation
+      // that `removeAll()` retired, whose free frees it with the rest of its chain (a tombstone
+      // that growth just moved, while looking for its key here, is marked retired, and its
+      // copy has an entry of its own).
       if let (predecessor, node) = _find(key, in: slot), node.bits == tombstone.bits {
         predecessor.pointee.store(
           tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
@@ -599,14 +623,15 @@ extension _ConcurrentTable {
       }
     }
     writer.pointee.tombstonesStart = index
-    let end = writer.pointee.tombstones.count
-    if index == end {
+    let count = writer.pointee.tombstones.count
+    if index == count {
       writer.pointee.tombstones.removeAll(keepingCapacity: true)
       writer.pointee.tombstonesStart = 0
-    } else if index > 1_024 && index * 2 > end {
+    } else if index > 1_024 && index * 2 > count {
       writer.pointee.tombstones.removeFirst(index)
       writer.pointee.tombstonesStart = 0
     }
+    return true
   }
 
   /// Frees what ``publish()`` returned. Call without holding the write lock: it runs the
