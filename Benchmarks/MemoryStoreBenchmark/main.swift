@@ -10,6 +10,7 @@
 //         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
 //         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
 //         [--memory-only | --skip-memory] [--growth-only | --skip-growth]
+//         [--export-traces DIR]
 //
 // Throughput: each store x workload is calibrated (warm-up, then an op count so that one
 // repetition takes about 0.25 s), repeated (5 times by default) on a fresh pre-populated store
@@ -20,8 +21,8 @@
 // saved and loaded 5 times, medians reported, then the blocking measurement on 1 000 000
 // entries; `--quick` uses 10 000 entries and 3 repetitions and skips the blocking measurement.
 //
-// Eviction (last, see EvictionBenchmark.swift): the count limit's hit rate against strict LRU on
-// Zipf traces, and how long a purge and a trim of 1 000 000 entries make a writer and a reader
+// Eviction (last, see EvictionBenchmark.swift): the count limit's hit rate against strict LRU and
+// Belady's MIN on Zipf, scan, loop and shifting traces (HitRateTraces.swift), and how long a purge and a trim of 1 000 000 entries make a writer and a reader
 // wait (`--quick`: shorter traces, 100 000 entries, one run).
 //
 // Memory (see MemoryBenchmark.swift): resident bytes per entry of each store holding 1 000 000
@@ -51,6 +52,8 @@ struct Options {
   /// The one section `--X-only` asked for.
   var only: Section?
   var skipped: Set<Section> = []
+  /// Where `--export-traces` writes the eviction section's traces (and then stops).
+  var exportDirectory: String?
   /// Set in a child process the benchmark started to measure one store (see Probe.swift).
   var probe: ProbeRequest?
 
@@ -60,6 +63,7 @@ struct Options {
                                 [--eviction-only | --skip-eviction]
                                 [--memory-only | --skip-memory]
                                 [--growth-only | --skip-growth]
+                                [--export-traces DIR]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
                          with 10000 entries and no blocking measurement; memory with 100000
                          entries, growth to 400000
@@ -79,6 +83,10 @@ struct Options {
       --growth-only      run only the growth section: the worst single write while a store
                          grows to 4000000 entries (400000 with --quick), each in a fresh process
       --skip-growth      skip the growth section
+      --export-traces DIR
+                         write the eviction section's hit-rate traces (shorter with --quick) to
+                         DIR as one key per line, with a manifest.tsv, and measure nothing (for
+                         Scripts/hitrate/reference.py)
     """
 
   struct UsageError: Error {
@@ -114,6 +122,8 @@ struct Options {
         workloads = try Self.list(try value(), option: name)
       case "--stores":
         stores = try Self.list(try value(), option: name)
+      case "--export-traces":
+        exportDirectory = try value()
       case "--help", "-h":
         print(Self.usage)
         exit(0)
@@ -198,6 +208,18 @@ do {
 
 if let probe = options.probe {
   exit(runProbe(probe))
+}
+
+if let directory = options.exportDirectory {
+  let plan = EvictionPlan(quick: options.quick, runs: options.runs)
+  do {
+    try exportTraces(
+      hitRateTraces(length: plan.traceLength, keySpace: plan.keySpace), to: directory)
+  } catch {
+    progress("MemoryStoreBenchmark: could not export the traces to \(directory): \(error)")
+    exit(1)
+  }
+  exit(0)
 }
 
 let runStart = monotonicNanos()

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Hit ratios of libCacheSim's reference eviction policies on the benchmark's traces.
+
+Reads a directory written by `MemoryStoreBenchmark --export-traces DIR` (one key per line per
+trace, and a manifest.tsv with each trace's two capacities) and prints a Markdown table: per
+trace and capacity, the hit ratio (%) of LRU, ARC, S3-FIFO, SIEVE, W-TinyLFU, LIRS and Belady,
+and the best of ARC, S3-FIFO, SIEVE, W-TinyLFU and LIRS (the next policy's yardstick).
+
+Every trace is first converted to libCacheSim's oracleGeneral binary format (24-byte records:
+timestamp u32, object id u64, size u32, next access i64) so that Belady knows each request's next
+use; objects have size 1, so a cache size is a number of keys.
+
+    pip install libcachesim numpy
+    python3 Scripts/hitrate/reference.py DIR [--policies LRU,ARC,...] [--benchmark FILE]
+
+With `--benchmark FILE` (the saved output of `MemoryStoreBenchmark --eviction-only`, run with the
+same `--quick` or not as the export), the table also shows MemoryStore's hit ratio, its distance
+to the best contender (the target: -1.5 points or better on every row), and checks that the
+benchmark's own LRU and Belady agree with libCacheSim's within 0.1 point.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import libcachesim as lcs
+except ImportError:
+    sys.exit("reference.py needs libCacheSim's Python package: pip install libcachesim")
+
+POLICIES = ["LRU", "ARC", "S3FIFO", "Sieve", "WTinyLFU", "LIRS", "Belady"]
+CONTENDERS = ["ARC", "S3FIFO", "Sieve", "WTinyLFU", "LIRS"]
+
+ORACLE_RECORD = np.dtype(
+    [("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")]
+)
+
+
+def read_manifest(directory):
+    """The manifest's rows as dictionaries, in order."""
+    with open(os.path.join(directory, "manifest.tsv"), encoding="utf-8") as file:
+        header = file.readline().rstrip("\n").split("\t")
+        return [dict(zip(header, line.rstrip("\n").split("\t"))) for line in file if line.strip()]
+
+
+def write_oracle(keys, path):
+    """Writes `keys` as an oracleGeneral trace: next access as a 1-based request index, -1 for
+    none (libCacheSim's own converter's convention). Ids are key + 1: 0 is never used as an id."""
+    count = len(keys)
+    order = np.lexsort((np.arange(count), keys))
+    next_access = np.full(count, -1, dtype=np.int64)
+    same = keys[order[:-1]] == keys[order[1:]]
+    next_access[order[:-1][same]] = order[1:][same] + 1
+    records = np.zeros(count, dtype=ORACLE_RECORD)
+    records["id"] = keys.astype(np.uint64) + 1
+    records["size"] = 1
+    records["next"] = next_access
+    records.tofile(path)
+
+
+def hit_ratio(policy, path, capacity):
+    """The hit ratio (%) of `policy` with room for `capacity` keys on the oracle trace."""
+    reader = lcs.TraceReader(
+        path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=True)
+    )
+    cache = getattr(lcs, policy)(capacity)
+    miss_ratio, _ = cache.process_trace(reader)
+    return (1 - miss_ratio) * 100
+
+
+def read_benchmark(path):
+    """(trace, capacity) -> {"LRU", "MemoryStore", "Belady"} from the benchmark's hit-rate table."""
+    rows = {}
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            cells = [cell.strip().rstrip(" %") for cell in line.strip().strip("|").split("|")]
+            if len(cells) == 7 and cells[1].isdigit():
+                values = [float(cell) for cell in cells[2:5]]
+                rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore", "Belady"], values))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("directory", help="a directory written by --export-traces")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--benchmark", help="the benchmark's output, to compare with")
+    arguments = parser.parse_args()
+    benchmark = read_benchmark(arguments.benchmark) if arguments.benchmark else None
+    disagreements = []
+    misses = []
+    policies = arguments.policies.split(",")
+    contenders = [name for name in CONTENDERS if name in policies]
+
+    version = getattr(lcs, "__version__", "unknown")
+    print(f"libCacheSim (Python package libcachesim {version}); hit ratio %, higher is better.")
+    print("")
+    columns = policies + (["best of " + ", ".join(contenders)] if contenders else [])
+    if benchmark is not None:
+        columns += ["MemoryStore", "MemoryStore - best"]
+    print("| trace | capacity | " + " | ".join(columns) + " |")
+    print("|---|---:|" + "---:|" * len(columns))
+    with tempfile.TemporaryDirectory() as scratch:
+        for row in read_manifest(arguments.directory):
+            name = row["name"]
+            text = open(os.path.join(arguments.directory, name + ".txt"), "rb").read()
+            keys = np.array(text.split(), dtype=np.int64)
+            oracle = os.path.join(scratch, name + ".oracleGeneral")
+            write_oracle(keys, oracle)
+            for capacity in (int(row["capacity1"]), int(row["capacity10"])):
+                ratios = {policy: hit_ratio(policy, oracle, capacity) for policy in policies}
+                cells = [f"{ratios[policy]:.2f}" for policy in policies]
+                if contenders:
+                    best = max(contenders, key=lambda policy: ratios[policy])
+                    cells.append(f"{ratios[best]:.2f} ({best})")
+                if benchmark is not None:
+                    ours = benchmark.get((name, capacity))
+                    if ours is None:
+                        cells += ["n/a", "n/a"]
+                        disagreements.append(f"{name} at {capacity}: not in the benchmark's output")
+                    else:
+                        cells.append(f"{ours['MemoryStore']:.2f}")
+                        if contenders:
+                            distance = ours["MemoryStore"] - ratios[best]
+                            cells.append(f"{distance:+.2f}")
+                            if distance < -1.5:
+                                misses.append(f"{name} at {capacity}")
+                        else:
+                            cells.append("n/a")
+                        for policy in ("LRU", "Belady"):
+                            if policy in ratios and abs(ours[policy] - ratios[policy]) > 0.1:
+                                disagreements.append(
+                                    f"{name} at {capacity}: {policy} {ours[policy]:.2f} in the "
+                                    f"benchmark, {ratios[policy]:.2f} in libCacheSim"
+                                )
+                print(f"| {name} | {capacity} | " + " | ".join(cells) + " |", flush=True)
+            os.remove(oracle)
+    if benchmark is not None:
+        print("")
+        agreed = "yes" if not disagreements else "NO: " + "; ".join(disagreements)
+        print(f"- The benchmark's LRU and Belady agree with libCacheSim's within 0.1 point: {agreed}")
+        if contenders:
+            met = "MET" if not misses else "NOT MET (" + ", ".join(misses) + ")"
+            print(f"- MemoryStore within 1.5 points of the best contender on every row: {met}")
+
+
+if __name__ == "__main__":
+    main()
