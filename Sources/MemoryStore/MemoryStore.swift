@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// A thread-safe, subscriptable dictionary store: reads are synchronous and never wait, writes
@@ -284,9 +285,24 @@ extension MemoryStore {
   }
 
   /// Frees what a write retired (a value's deinit may run): call without any store lock.
+  ///
+  /// A large amount (the values a long reader, such as a save, held back, or a generation that
+  /// `removeAll()` retired) is freed on a background queue instead, so that no write pays for
+  /// work proportional to the store; ``flush()`` waits for it.
   @inlinable @inline(__always)
   func _release(_ garbage: _TableGarbage?) {
-    if let garbage { _table._free(garbage) }
+    guard let garbage else { return }
+    if garbage.isLarge {
+      _releaseInBackground(garbage)
+    } else {
+      _table._free(garbage)
+    }
+  }
+
+  @usableFromInline
+  func _releaseInBackground(_ garbage: _TableGarbage) {
+    let table = _table
+    _freeQueue.async { table._free(garbage) }
   }
 }
 
@@ -463,9 +479,16 @@ extension MemoryStore {
     _settle()
   }
 
+  /// The queue that frees large garbage (see ``_release(_:)``).
+  @usableFromInline
+  var _freeQueue: DispatchQueue { _Freeing.queue }
+
   /// Frees the values that writes replaced or removed, if no reader still needs them, a
   /// bounded step at a time under the write lock.
   func _settle() {
+    // What was handed to the background queue is freed first (unless this runs there: a
+    // value's deinit may use the store).
+    if DispatchQueue.getSpecific(key: _Freeing.key) == nil { _freeQueue.sync {} }
     _writeLock.lock()
     // Bounded, so that writers made meanwhile cannot keep it going.
     var steps = _table.retainedCount / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
@@ -475,7 +498,8 @@ extension MemoryStore {
       _writeLock.lock()
       let step = _table.reclaimStep()
       _writeLock.unlock()
-      _release(step.garbage)
+      // Freed here, whatever its size: the caller waits for it.
+      if let garbage = step.garbage { _table._free(garbage) }
       if step.isFinished { return }
     }
   }
@@ -555,4 +579,17 @@ extension MemoryStore {
   func _insertIfAbsent(_ value: Value, forKey key: Key) -> Value {
     _perform(.insert(key, value)).previous ?? value
   }
+}
+
+/// The queue on which every store frees large garbage: serial, at utility priority.
+@usableFromInline
+enum _Freeing {
+  @usableFromInline static let queue: DispatchQueue = {
+    let queue = DispatchQueue(label: "MemoryStore.freeing", qos: .utility)
+    queue.setSpecific(key: key, value: ())
+    return queue
+  }()
+
+  /// Marks the queue, so that code running on it can tell.
+  static let key = DispatchSpecificKey<Void>()
 }

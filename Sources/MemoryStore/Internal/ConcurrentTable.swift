@@ -140,7 +140,20 @@ struct _TableGarbage {
   @usableFromInline var items: ContiguousArray<_Retired> = []
 
   @inlinable init() {}
+
+  /// Whether freeing it is more work than a write should do on its caller's thread: many
+  /// items, or a whole generation (O(its size)).
+  @inlinable
+  var isLarge: Bool {
+    if items.count > 512 { return true }
+    for item in items { if case .generation = item { return true } }
+    return false
+  }
 }
+
+// Safe: garbage is owned by one thread at a time, handed over whole (from the writer to the
+// thread or queue that frees it); nothing in it is reachable by any reader or writer.
+extension _TableGarbage: @unchecked Sendable {}
 
 /// The writer's side of a ``_ConcurrentTable``; guarded by the caller's write lock.
 @usableFromInline
