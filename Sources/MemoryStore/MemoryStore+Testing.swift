@@ -90,3 +90,42 @@ extension MemoryStore {
     }
   }
 }
+
+@_spi(Testing)
+extension MemoryStore {
+  /// Checks the store's internal invariants and stops the program with a message at the first
+  /// one that does not hold; does nothing in release builds. Not part of the supported API.
+  ///
+  /// - The table: every node in the bucket of its key's hash, no key twice, nothing left
+  ///   staged, the counts (entries, tombstones, the published count) exact.
+  /// - The eviction policy, if active: its records mirror the contents (keys, count, total
+  ///   cost, ring slots; see ``_policyMismatch()``), the count of expiring entries is exact,
+  ///   and the limits hold.
+  ///
+  /// Call it when no write is in progress (after a run), as the stress and mirror tests do.
+  public func _checkInvariants() {
+    #if DEBUG
+      _writeLock.withLock {
+        _table._checkInvariants()
+        guard _policyActive.load(ordering: .relaxed) else { return }
+        let policy = _policy.pointer.pointee
+        let expiring = policy.records.values.reduce(0) { $0 + ($1.expiresAt == .max ? 0 : 1) }
+        precondition(
+          expiring == policy.expiringCount,
+          "Internal inconsistency: \(policy.expiringCount) expiring entries counted, \(expiring) recorded"
+        )
+        precondition(
+          policy.countLimit == 0 || policy.records.count <= policy.countLimit,
+          "Internal inconsistency: \(policy.records.count) entries over the limit of \(policy.countLimit)"
+        )
+        precondition(
+          policy.costLimit == 0 || policy.totalCost <= policy.costLimit,
+          "Internal inconsistency: a total cost of \(policy.totalCost) over the limit of \(policy.costLimit)"
+        )
+      }
+      if let mismatch = _policyMismatch() {
+        preconditionFailure("Internal inconsistency: \(mismatch)")
+      }
+    #endif
+  }
+}

@@ -1,4 +1,4 @@
-import MemoryStore
+@_spi(Testing) import MemoryStore
 import Testing
 
 extension StoreContractTests {
@@ -98,6 +98,7 @@ extension StoreContractTests {
       #expect(store.count == items.count)
       #expect(store.isEmpty == items.isEmpty)
       #expect(store.values(forKeys: 0..<200) == items)
+      store._checkInvariants()
     }
   }
 }

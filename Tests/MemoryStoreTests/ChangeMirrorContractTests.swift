@@ -75,13 +75,23 @@ extension StoreContractTests {
 
       // Publications run concurrently with the writers.
       let writersDone = Atomic(false)
+      let advances = Atomic(0)
       let publisher = startThread {
         while !writersDone.load(ordering: .acquiring) {
           scheduler.advance(by: .milliseconds(1))
+          advances.wrappingAdd(1, ordering: .releasing)
         }
       }
       let finished: [Void]? = runOnThreads(Self.threads, timeout: 120) { thread in
         Self.writeRandomly(store, thread: thread, parking: parking && thread == 0)
+        // However fast the writes were, they go on until the publisher has run a few times,
+        // so that publications certainly race them (bounded: 10 s).
+        let deadline = monotonicNanoseconds() + 10_000_000_000
+        var value = 0
+        while advances.load(ordering: .acquiring) < 8 && monotonicNanoseconds() < deadline {
+          store[thread] = value
+          value += 1
+        }
       }
       writersDone.store(true, ordering: .releasing)
       #expect(publisher.wait(timeout: 60))
@@ -107,6 +117,7 @@ extension StoreContractTests {
         (handled.batches.last?.sequenceNumbers.upperBound ?? 0) > 2,
         "publications ran during the writes")
       #expect(handledMirror == expected)
+      store._checkInvariants()
 
       let (activeMirror, contiguous) = await reader.value
       #expect(contiguous)

@@ -118,6 +118,7 @@ extension StoreContractTests {
       #expect(stats.totalCost <= 4_000)
       #expect(stats.evictions[.countLimit] + stats.evictions[.costLimit] > 0)
       #expect(store._policyMismatch() == nil)
+      store._checkInvariants()
     }
 
     @Test func limitEvictionsAppearInChangeBatchesWithTheirReason() async throws {
@@ -258,6 +259,7 @@ extension StoreContractTests {
       #expect(store.count <= 40)
       #expect(store.statistics.totalCost <= 300)
       #expect(store._policyMismatch() == nil)
+      store._checkInvariants()
       let reasons = Set(
         collector.batches.flatMap { batch in batch.removed.compactMap { batch.reason(forKey: $0) } }
       )

@@ -144,6 +144,7 @@ extension StoreContractTests {
       for thread in 0..<8 {
         for slot in 0..<100 { #expect(items[(thread + 1) * 1_000 + slot] == 9_900 + slot) }
       }
+      store._checkInvariants()
     }
   }
 }
