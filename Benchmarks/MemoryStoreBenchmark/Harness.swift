@@ -176,6 +176,7 @@ func measure(
   case .dictionary: measure(DictionaryStore.self, workload, fixture: fixture, plan: plan)
   case .ymcacheGCD: measure(GCDStore.self, workload, fixture: fixture, plan: plan)
   case .nslock: measure(NSLockStore.self, workload, fixture: fixture, plan: plan)
+  case .nslockLRU: measure(LRUStore.self, workload, fixture: fixture, plan: plan)
   case .nscache: measure(NSCacheStore.self, workload, fixture: fixture, plan: plan)
   case .memorystore:
     measure(MemoryStoreOfQuotes.self, workload, fixture: fixture, plan: plan)
@@ -185,6 +186,8 @@ func measure(
     measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTTL:
     measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreTicker:
+    measure(TickerMemoryStore.self, workload, fixture: fixture, plan: plan)
   case .engine: measure(EngineStore.self, workload, fixture: fixture, plan: plan)
   }
 }

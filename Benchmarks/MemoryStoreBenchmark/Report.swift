@@ -108,6 +108,11 @@ struct Report {
       (.memorystoreBatches, "Throughput with change batches on (100 ms, one subscriber) over off"),
       (.memorystoreLimited, "Throughput with a count limit (recency noted by reads) over none"),
       (.memorystoreTTL, "Throughput with a time to live (reads check the clock) over none"),
+      (
+        .memorystoreTicker,
+        "Throughput configured as the StockTicker example (decider, batches, persistence) over "
+          + "none"
+      ),
       (.engine, "Throughput of the engine alone (no features) over the store"),
     ]
     for (variant, title) in variants {
@@ -129,6 +134,32 @@ struct Report {
       }
       print("")
     }
+    printPolicyRatios()
+  }
+
+  /// The stores with an eviction or expiry policy against the YYMemoryCache-style LRU store.
+  private func printPolicyRatios() {
+    guard measurements.contains(where: { $0.store == .nslockLRU }) else { return }
+    let policyStores: [StoreKind] = [.memorystoreLimited, .memorystoreTTL, .memorystoreTicker]
+    guard measurements.contains(where: { policyStores.contains($0.store) }) else { return }
+    print("Policy stores against the LRU baseline (nslock-lru, median Mops/s); above 1 is faster.")
+    print("")
+    print("| workload | comparison | ratio |")
+    print("|---|---|---:|")
+    for workload in workloads {
+      guard let lru = find(.nslockLRU, workload) else { continue }
+      for store in policyStores {
+        guard let ours = find(store, workload) else { continue }
+        let comparison = "\(store.rawValue) / \(StoreKind.nslockLRU.rawValue)"
+        if workload == .rw {
+          print("| rw writer | \(comparison) | \(ratioText(ours.mops / lru.mops)) |")
+          print("| rw reader | \(comparison) | \(ratioText(ours.readerMops / lru.readerMops)) |")
+        } else {
+          print("| \(workload.rawValue) | \(comparison) | \(ratioText(ours.mops / lru.mops)) |")
+        }
+      }
+    }
+    print("")
   }
 
   // MARK: Targets
@@ -232,6 +263,29 @@ struct Report {
       speedup(
         .read1, of: .memorystoreLimited, over: .memorystore, atLeast: 0.7,
         name: "read1 with a count limit >= 0.7x without"))
+
+    // A count limit against the YYMemoryCache-style LRU baseline.
+    targets.append(
+      speedup(
+        .write1, of: .memorystoreLimited, over: .nslockLRU, atLeast: 1,
+        name: "write1 with a count limit faster than the LRU baseline"))
+    targets.append(
+      speedup(
+        .mixed2, of: .memorystoreLimited, over: .nslockLRU, atLeast: 1,
+        name: "mixed2 with a count limit ahead of the LRU baseline"))
+    name = "rw writer and reader with a count limit ahead of the LRU baseline"
+    if let ours = find(.memorystoreLimited, .rw), let lru = find(.nslockLRU, .rw) {
+      let writer = ours.mops / lru.mops
+      let reader = ours.readerMops / lru.readerMops
+      targets.append(
+        Target(
+          name: name, met: writer > 1 && reader > 1,
+          detail: "writer: memorystore-limited \(mops(ours.mops)), nslock-lru \(mops(lru.mops)): "
+            + "\(fixed(writer, 2))x; reader: memorystore-limited \(mops(ours.readerMops)), "
+            + "nslock-lru \(mops(lru.readerMops)): \(fixed(reader, 2))x"))
+    } else {
+      targets.append(skipped(name, needs: "rw on memorystore-limited and nslock-lru"))
+    }
     return targets
   }
 

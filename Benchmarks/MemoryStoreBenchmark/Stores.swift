@@ -1,4 +1,4 @@
-// The stores under test: four baselines defined here, and MemoryStore itself.
+// The stores under test: five baselines defined here, and MemoryStore itself.
 
 import Dispatch
 import Foundation
@@ -29,11 +29,13 @@ enum StoreKind: String, CaseIterable, Sendable {
   case dictionary
   case ymcacheGCD = "ymcache-gcd"
   case nslock
+  case nslockLRU = "nslock-lru"
   case nscache
   case memorystore
   case memorystoreBatches = "memorystore-batches"
   case memorystoreLimited = "memorystore-limited"
   case memorystoreTTL = "memorystore-ttl"
+  case memorystoreTicker = "memorystore-ticker"
   case engine
 
   /// Whether the store may be used from several threads (`dictionary` may not).
@@ -42,7 +44,9 @@ enum StoreKind: String, CaseIterable, Sendable {
   /// Whether the store is a baseline rather than MemoryStore in one of its configurations.
   var isBaseline: Bool {
     switch self {
-    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL, .engine: false
+    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL,
+      .memorystoreTicker, .engine:
+      false
     default: true
     }
   }
@@ -53,6 +57,10 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .ymcacheGCD:
       "concurrent DispatchQueue: sync reads, async barrier writes (YMCache style)"
     case .nslock: "NSLock around a Dictionary"
+    case .nslockLRU:
+      "NSLock around a Dictionary of linked-list nodes, countLimit = the key count: "
+        + "a hit moves its node to the head, an insert over the limit evicts the tail "
+        + "(YYMemoryCache style)"
     case .nscache: "Foundation NSCache<KeyBox, ValueBox>, keys boxed once per lane"
     case .memorystore: "MemoryStore<String, Quote>, called as a client module would"
     case .memorystoreBatches:
@@ -61,6 +69,10 @@ enum StoreKind: String, CaseIterable, Sendable {
       "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
     case .memorystoreTTL:
       "the same with defaultTimeToLive = 1 hour: every read checks the clock"
+    case .memorystoreTicker:
+      "configured as Examples/StockTicker: an eviction decider (stale after 1 hour, so "
+        + "nothing is evicted) run every second, change batches every 250 ms to one observe "
+        + "subscriber, a PersistenceManager (binary, auto-save off)"
     case .engine:
       "the store's engine alone: its versioned table behind a write lock, no features"
     }
@@ -198,6 +210,114 @@ final class NSLockStore: BenchmarkStore, @unchecked Sendable {
   }
 
   func drain() {}
+}
+
+// MARK: - (c2) nslock-lru
+
+/// An entry of `LRUStore`, and its place in the recency list.
+final class LRUNode {
+  let key: String
+  var value: Quote
+  /// The next more recently used node; `nil` at the head. Not retained: see `LRUStore`.
+  unowned(unsafe) var prev: LRUNode?
+  /// The next less recently used node; `nil` at the tail. Not retained: see `LRUStore`.
+  unowned(unsafe) var next: LRUNode?
+
+  init(key: String, value: Quote) {
+    self.key = key
+    self.value = value
+  }
+}
+
+/// The YYMemoryCache pattern: an `NSLock` around a dictionary of nodes that also form an
+/// intrusive doubly linked list, most recently used at the head. A hit moves its node to the
+/// head, so reads take the lock too; an insert goes to the head, and an insert that takes the
+/// count over `countLimit` evicts the tail. The limit is the number of keys, as for
+/// `memorystore-limited`, so the standard workloads never evict.
+///
+/// The dictionary holds the only strong reference to each node; the list links, `head` and
+/// `tail` are `unowned(unsafe)`, as YYMemoryCache's are unretained, so that moving a node
+/// costs no reference counting. A node is in the list exactly while it is in the dictionary:
+/// it is linked when inserted and unlinked before it is removed, so no link ever points to a
+/// freed node.
+///
+/// `@unchecked Sendable`: `map`, `head`, `tail` and every node's `value`, `prev` and `next`
+/// are only accessed between `lock.lock()` and `lock.unlock()` (the initializer runs before
+/// the store is shared), so accesses from different threads are mutually exclusive and
+/// ordered; nodes never leave the store.
+final class LRUStore: BenchmarkStore, @unchecked Sendable {
+  private let lock = NSLock()
+  private var map: [String: LRUNode]
+  private unowned(unsafe) var head: LRUNode?
+  private unowned(unsafe) var tail: LRUNode?
+  private let countLimit: Int
+
+  static var kind: StoreKind { .nslockLRU }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    map = [String: LRUNode](minimumCapacity: entries.count)
+    countLimit = entries.count
+    for (key, value) in entries { insert(key, value) }
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? {
+    lock.lock()
+    defer { lock.unlock() }
+    guard let node = map[key] else { return nil }
+    moveToHead(node)
+    return node.value
+  }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) {
+    lock.lock()
+    if let node = map[key] {
+      node.value = value
+      moveToHead(node)
+    } else {
+      insert(key, value)
+    }
+    lock.unlock()
+  }
+
+  func drain() {}
+
+  /// Adds a node for a key not in the store at the head, then evicts the tail while over the
+  /// limit. Called with the lock held (or before the store is shared).
+  private func insert(_ key: String, _ value: Quote) {
+    let node = LRUNode(key: key, value: value)
+    map[key] = node
+    node.next = head
+    head?.prev = node
+    head = node
+    if tail == nil { tail = node }
+    while map.count > countLimit, let last = tail {
+      unlink(last)
+      map[last.key] = nil  // releases the node, now unreachable from the list
+    }
+  }
+
+  /// Makes `node`, which is in the list, its head. Called with the lock held.
+  @inline(__always)
+  private func moveToHead(_ node: LRUNode) {
+    guard head !== node else { return }
+    unlink(node)
+    node.next = head
+    head?.prev = node
+    head = node
+    if tail == nil { tail = node }
+  }
+
+  /// Takes `node`, which is in the list, out of it. Called with the lock held.
+  @inline(__always)
+  private func unlink(_ node: LRUNode) {
+    if let prev = node.prev { prev.next = node.next } else { head = node.next }
+    if let next = node.next { next.prev = node.prev } else { tail = node.prev }
+    node.prev = nil
+    node.next = nil
+  }
 }
 
 // MARK: - (d) nscache
@@ -362,6 +482,68 @@ final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
     store = MemoryStore(name: "benchmark-\(Variant.kind.rawValue)")
     Variant.configure(store, entryCount: entries.count)
     store.addEntries(entries)
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? { store[key] }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) { store[key] = value }
+
+  func drain() { store.drain() }
+}
+
+// MARK: - (h2) memorystore configured as the StockTicker example
+
+/// MemoryStore set up as `Examples/StockTicker/main.swift` sets up its market: an eviction
+/// decider (the example's stale-quote rule, with stale after an hour rather than 5 seconds so
+/// that nothing is evicted during a run) run every second, a `PersistenceManager` with the
+/// binary coder and auto-save off, and change batches every 250 ms to one `observe`
+/// subscriber. The entries are added before batches are turned on, as the example restores its
+/// market first.
+///
+/// Every such store's manager names the same snapshot file, in a temporary directory of this
+/// process that `removeSnapshotDirectory()` removes at the end of the throughput section;
+/// nothing is saved into it. (A store's deinit cannot remove it: the last store may be
+/// released by a lane thread after the process has gone on to exit.) Should the directory not
+/// be creatable, the store runs without a manager, which with auto-save off takes no part in
+/// reads or writes.
+final class TickerMemoryStore: BenchmarkStore {
+  static var kind: StoreKind { .memorystoreTicker }
+  static func makeKey(_ string: String) -> String { string }
+
+  /// A quote not written for this long is stale (the example uses 5 seconds).
+  static let staleAfter = Duration.seconds(3_600)
+
+  let store: MemoryStore<String, Quote>
+  let persistence: PersistenceManager<String, Quote>?
+  let subscription: Subscription
+  /// The number of keys the subscriber was told about.
+  let reported = ObservedMemoryStore.ReportedKeys()
+
+  init(prepopulated entries: [String: Quote]) {
+    let staleAfter = Self.staleAfter
+    store = MemoryStore(name: "benchmark-ticker") { _, _, context in
+      context.age > staleAfter
+    }
+    store.evictionInterval = .seconds(1)
+    persistence = try? PersistenceManager(
+      store: store, fileURL: Self.snapshotDirectory.appendingPathComponent("quotes.snapshot"),
+      coder: .binary)
+    store.addEntries(entries)
+    store.notificationInterval = .milliseconds(250)
+    subscription = store.observe { [reported] batch in
+      reported.count.wrappingAdd(batch.count, ordering: .relaxed)
+    }
+  }
+
+  /// The directory of the managers' snapshot file, created by the first manager.
+  private static let snapshotDirectory = FileManager.default.temporaryDirectory
+    .appendingPathComponent("MemoryStoreBenchmark-ticker-\(UUID().uuidString)", isDirectory: true)
+
+  /// Removes the managers' directory, if it was created. Call once no store is being created.
+  static func removeSnapshotDirectory() {
+    try? FileManager.default.removeItem(at: snapshotDirectory)
   }
 
   @inline(__always)

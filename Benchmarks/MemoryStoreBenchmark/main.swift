@@ -1,5 +1,6 @@
-// MemoryStoreBenchmark: MemoryStore against four baselines (a plain Dictionary, a YMCache-style
-// GCD store, NSLock around a Dictionary, and NSCache), all in one process, on the same 10 000
+// MemoryStoreBenchmark: MemoryStore against five baselines (a plain Dictionary, a YMCache-style
+// GCD store, NSLock around a Dictionary, a YYMemoryCache-style LRU store (NSLock, a Dictionary
+// and a linked recency list), and NSCache), all in one process, on the same 10 000
 // keys and the same pre-generated access pattern; then persistence: PersistenceManager's save
 // and load for each snapshot coder against raw JSONEncoder / JSONDecoder, and how long a save
 // of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios and the
@@ -7,7 +8,9 @@
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
-//         [--stores dictionary,ymcache-gcd,nslock,nscache,memorystore,memorystore-batches]
+//         [--stores dictionary,ymcache-gcd,nslock,nslock-lru,nscache,memorystore,
+//                   memorystore-batches,memorystore-limited,memorystore-ttl,
+//                   memorystore-ticker,engine]
 //         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
 //         [--memory-only | --skip-memory] [--growth-only | --skip-growth]
 //         [--export-traces DIR]
@@ -290,6 +293,7 @@ if options.runs(.throughput) {
   }
 
   Report(measurements: measurements, plan: plan).printAll()
+  TickerMemoryStore.removeSnapshotDirectory()
 } else {
   print("")
 }
