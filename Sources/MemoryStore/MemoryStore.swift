@@ -472,7 +472,9 @@ extension MemoryStore {
   /// work later attached to writes.
   ///
   /// It also frees the values that writes replaced or removed, when no reader still needs
-  /// them, rather than leaving them for later writes to free.
+  /// them, rather than leaving them for later writes to free, and waits for the background
+  /// queue that frees large groups of them (so a value's `deinit` must not wait for a lock
+  /// that the caller of `flush()` holds).
   ///
   /// - Complexity: O(*r*) for the *r* values replaced or removed since they were last freed.
   public func flush() async {
