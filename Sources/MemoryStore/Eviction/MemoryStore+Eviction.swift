@@ -475,6 +475,7 @@ extension MemoryStore {
     let tracker = _tracker.pointer
     guard tracker.pointee.isTracking else { return nil }
     let logged = tracker.pointee.log.count
+    var cleared = false
     let expiredKeys = expired.isEmpty ? [] : Set(expired)
     func isPresent(_ key: Key) -> Bool {
       !expiredKeys.contains(key) && view.value(forKey: key) != nil
@@ -502,6 +503,7 @@ extension MemoryStore {
       if view.count > expired.count {
         tracker.pointee.log.append(
           .clear(_ClearedContents(table: _table, excluding: expired), reason))
+        cleared = true
       }
     case .compound, nil:
       break
@@ -509,6 +511,7 @@ extension MemoryStore {
     for (key, evictionReason) in evicted {
       tracker.pointee.log.append(.key(key, nil, wasPresent: true, .evicted(evictionReason)))
     }
+    if cleared { return tracker.pointee.followUpAfterClear() }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }
 

@@ -131,6 +131,25 @@ struct _ChangeTracker<Key: Hashable, Value> {
     return followUp
   }
 
+  /// ``followUpIfNeeded()`` after logging a clear: also seals the current segment and asks for
+  /// a background coalescing pass, so that the clear's view of the contents (which holds the
+  /// table's memory reclamation back) is copied out soon, not only at the next publication.
+  @usableFromInline
+  mutating func followUpAfterClear() -> _TrackingFollowUp {
+    var followUp = followUp()
+    if !log.isEmpty {
+      segments.append(log)
+      log = []
+    }
+    if segments.count >= Self.maximumSegments {
+      followUp.coalesceNow = true
+    } else if !isCoalescing {
+      isCoalescing = true
+      followUp.coalesceInBackground = true
+    }
+    return followUp
+  }
+
   /// Takes the logged changes, oldest first: every full segment, and the current one too if
   /// `includingCurrent`.
   @inlinable
