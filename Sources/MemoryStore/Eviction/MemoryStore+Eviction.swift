@@ -511,7 +511,7 @@ extension MemoryStore {
     for (key, evictionReason) in evicted {
       tracker.pointee.log.append(.key(key, nil, wasPresent: true, .evicted(evictionReason)))
     }
-    if cleared { return tracker.pointee.followUpAfterClear() }
+    if cleared { return tracker.pointee.followUp(sealing: true) }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }
 

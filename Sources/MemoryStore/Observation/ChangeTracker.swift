@@ -109,15 +109,17 @@ struct _ChangeTracker<Key: Hashable, Value> {
     return followUp()
   }
 
-  /// Arms the publication and seals a full segment, as needed.
+  /// Arms the publication and seals a full segment, as needed; with `sealing`, seals the
+  /// current segment whatever its size (after a clear, so that the clear's view of the
+  /// contents, which holds the table's memory reclamation back, is copied out soon).
   @usableFromInline
-  mutating func followUp() -> _TrackingFollowUp {
+  mutating func followUp(sealing: Bool = false) -> _TrackingFollowUp {
     var followUp = _TrackingFollowUp()
     if !isArmed {
       isArmed = true
       followUp.publishAfter = interval
     }
-    if log.count >= Self.segmentCapacity {
+    if log.count >= Self.segmentCapacity || (sealing && !log.isEmpty) {
       segments.append(log)
       log = []
       log.reserveCapacity(Self.segmentCapacity)
@@ -127,25 +129,6 @@ struct _ChangeTracker<Key: Hashable, Value> {
         isCoalescing = true
         followUp.coalesceInBackground = true
       }
-    }
-    return followUp
-  }
-
-  /// ``followUpIfNeeded()`` after logging a clear: also seals the current segment and asks for
-  /// a background coalescing pass, so that the clear's view of the contents (which holds the
-  /// table's memory reclamation back) is copied out soon, not only at the next publication.
-  @usableFromInline
-  mutating func followUpAfterClear() -> _TrackingFollowUp {
-    var followUp = followUp()
-    if !log.isEmpty {
-      segments.append(log)
-      log = []
-    }
-    if segments.count >= Self.maximumSegments {
-      followUp.coalesceNow = true
-    } else if !isCoalescing {
-      isCoalescing = true
-      followUp.coalesceInBackground = true
     }
     return followUp
   }

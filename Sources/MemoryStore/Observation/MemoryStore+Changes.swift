@@ -162,7 +162,7 @@ extension MemoryStore {
     case .removeAll:
       if view.count == 0 { return nil }
       tracker.pointee.log.append(.clear(_ClearedContents(table: _table), reason))
-      return tracker.pointee.followUpAfterClear()
+      return tracker.pointee.followUp(sealing: true)
     case .set, .remove, .compound:
       preconditionFailure(
         "single-key writes are logged by _perform, compound writes by the policy"
