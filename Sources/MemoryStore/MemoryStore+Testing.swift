@@ -52,39 +52,44 @@ extension MemoryStore {
 
 @_spi(Testing)
 extension MemoryStore {
-  /// The recency-table slot `key` maps to, or `nil` while reads note no recency, so that tests
-  /// of eviction order can choose keys that do not share a slot. Not part of the supported API.
-  public func _recencySlot(of key: Key) -> Int? {
-    _writeLock.withLock {
-      let table = _policy.pointer.pointee.table
-      return table.base == nil ? nil : key.hashValue & (table.slotCount - 1)
-    }
-  }
-
-  /// Checks that the eviction policy's records mirror the store exactly (keys, count and
-  /// total cost); returns a description of the first difference. Not part of the supported
+  /// Checks that the eviction policy's bookkeeping matches the entries exactly: every entry
+  /// carries metadata and sits in the ring once, the total cost and the expiry heap agree with
+  /// the entries; returns a description of the first difference. Not part of the supported
   /// API.
   public func _policyMismatch() -> String? {
     _writeLock.withLock {
       guard _policyActive.load(ordering: .relaxed) else { return nil }
       let policy = _policy.pointer.pointee
-      let contents = _lockedView().dictionary
-      if contents.count != policy.records.count {
-        return "store has \(contents.count) entries, the policy \(policy.records.count)"
+      let count = _table.stagedCount
+      var inRing = 0
+      var cost = 0
+      var expiring = 0
+      for position in 0..<_table.ringCount {
+        guard let node = _table.ringNode(at: position) else { continue }
+        inRing += 1
+        if node.slot != position { return "the entry at ring position \(position) says \(node.slot)" }
+        if _table._peekNode(node.key.pointee)?.bits != node.bits {
+          return "the ring holds a node of \(node.key.pointee) that is not its current one"
+        }
+        cost += node.cost
+        if node.expiresAt != .max {
+          expiring += 1
+          let index = Int(policy.heapIndex[position])
+          if index < 0 || index >= policy.expiries.count
+            || policy.expiries[index] != (node.expiresAt, position)
+          {
+            return "the expiry heap has no item for \(node.key.pointee)"
+          }
+        }
       }
-      for key in contents.keys where policy.records[key] == nil {
-        return "the policy has no record of \(key)"
+      if inRing != count { return "the store has \(count) entries, the ring \(inRing)" }
+      if cost != policy.totalCost { return "total cost \(policy.totalCost), entries sum to \(cost)" }
+      if expiring != policy.expiries.count {
+        return "\(expiring) entries expire, the heap has \(policy.expiries.count) items"
       }
-      let cost = policy.records.values.reduce(0) { $0 + $1.cost }
-      if cost != policy.totalCost {
-        return "total cost \(policy.totalCost), records sum to \(cost)"
-      }
-      let ringKeys = policy.ring.compactMap { $0 }
-      if ringKeys.count != policy.records.count {
-        return "the ring holds \(ringKeys.count) keys for \(policy.records.count) records"
-      }
-      for (key, record) in policy.records where policy.ring[record.slot] != key {
-        return "the ring slot of \(key) holds another key"
+      for index in policy.expiries.indices.dropFirst()
+      where policy.expiries[index].deadline < policy.expiries[(index - 1) / 2].deadline {
+        return "the expiry heap is out of order at \(index)"
       }
       return nil
     }
@@ -97,10 +102,10 @@ extension MemoryStore {
   /// one that does not hold; does nothing in release builds. Not part of the supported API.
   ///
   /// - The table: every node in the bucket of its key's hash, no key twice, nothing left
-  ///   staged, the counts (entries, tombstones, the published count) exact.
-  /// - The eviction policy, if active: its records mirror the contents (keys, count, total
-  ///   cost, ring slots; see ``_policyMismatch()``), the count of expiring entries is exact,
-  ///   and the limits hold.
+  ///   staged, the counts (entries, tombstones, the published count) exact; with metadata,
+  ///   the ring holds every entry's current node once, at the position the node names.
+  /// - The eviction policy, if active: its totals and expiry heap agree with the entries (see
+  ///   ``_policyMismatch()``), and the limits hold.
   ///
   /// Call it when no write is in progress (after a run), as the stress and mirror tests do.
   public func _checkInvariants() {
@@ -109,14 +114,10 @@ extension MemoryStore {
         _table._checkInvariants()
         guard _policyActive.load(ordering: .relaxed) else { return }
         let policy = _policy.pointer.pointee
-        let expiring = policy.records.values.reduce(0) { $0 + ($1.expiresAt == .max ? 0 : 1) }
+        let count = _table.stagedCount
         precondition(
-          expiring == policy.expiringCount,
-          "Internal inconsistency: \(policy.expiringCount) expiring entries counted, \(expiring) recorded"
-        )
-        precondition(
-          policy.countLimit == 0 || policy.records.count <= policy.countLimit,
-          "Internal inconsistency: \(policy.records.count) entries over the limit of \(policy.countLimit)"
+          policy.countLimit == 0 || count <= policy.countLimit,
+          "Internal inconsistency: \(count) entries over the limit of \(policy.countLimit)"
         )
         precondition(
           policy.costLimit == 0 || policy.totalCost <= policy.costLimit,

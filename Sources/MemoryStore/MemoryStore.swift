@@ -108,12 +108,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// under the lock.
   @usableFromInline let _policyActive: Atomic<Bool>
   /// The eviction policy's bookkeeping; guarded by `_writeLock`.
-  @usableFromInline let _policy: _UnsafeBox<_Policy<Key>>
+  @usableFromInline let _policy: _UnsafeBox<_Policy>
   /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
   /// expires. Written under the write lock before the write that needs it is published.
   @usableFromInline let _nextExpiry: Atomic<Int64>
-  /// The address of the recency table reads update, or 0 (see `_RecencyTable`).
-  @usableFromInline let _recencyTable: Atomic<Int>
   /// The current second since creation, plus one, for reads to record; 0 while no decider
   /// needs read times.
   @usableFromInline let _readTick: Atomic<UInt32>
@@ -143,7 +141,6 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _policyActive = Atomic(false)
     _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)
-    _recencyTable = Atomic(0)
     _readTick = Atomic(0)
     _evictionDecider = decider
     _purgeGate = _PurgeGate()
@@ -165,7 +162,6 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _writeLock.deallocate()
     _creationLock.deallocate()
     _creations.deallocate()
-    _policy.pointer.pointee.table.deallocate()
     _policy.deallocate()
   }
 }
@@ -325,9 +321,9 @@ extension MemoryStore {
   public subscript(key: Key) -> Value? {
     get {
       _withCountedReadAccess { view, counters in
-        let value = view.value(forKey: key)
-        _recordLookup(key, found: value != nil, counters: counters)
-        return value
+        let node = view.node(forKey: key)
+        _recordLookup(node, counters: counters)
+        return node?.value.pointee
       }
     }
     set {
@@ -393,9 +389,9 @@ extension MemoryStore {
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
       for key in keys {
-        let value = view.value(forKey: key)
-        if let value { result[key] = value }
-        _recordLookup(key, found: value != nil, counters: counters)
+        let node = view.node(forKey: key)
+        if let node { result[key] = node.value.pointee }
+        _recordLookup(node, counters: counters)
       }
       return result
     }

@@ -13,12 +13,26 @@ extension StoreContractTests {
     /// One thread's share of a random workload of every kind of write; with `parking`, the
     /// thread now and then keeps a reader parked, so that writes race a reader that stays.
     static func writeRandomly(
-      _ store: MemoryStore<Int, Int>, thread: Int, parking: Bool
+      _ store: MemoryStore<Int, Int>, thread: Int, parking: Bool, evicting: Bool = false
     ) {
       var random = SplitMix64(seed: UInt64(thread) &* 0x9E37_79B9 &+ 17)
       func step(_ index: Int) {
         let key = random.below(keySpace)
         let value = thread * 1_000_000 + index
+        if evicting {
+          // Writes with a cost and a time to live of their own, and purges by the decider.
+          switch random.below(100) {
+          case 0..<10:
+            store.setValue(
+              value, forKey: key, cost: random.below(8),
+              timeToLive: random.below(2) == 0 ? nil : .milliseconds(random.below(6)))
+            return
+          case 10..<12:
+            store.purgeEvictableItems()
+            return
+          default: break
+          }
+        }
         switch random.below(100) {
         case 0..<40: store[key] = value
         case 40..<60: store[key] = nil
@@ -50,8 +64,28 @@ extension StoreContractTests {
 
     @Test(arguments: [false, true])
     func everyBatchAppliedInOrderReproducesTheStore(parking: Bool) async throws {
+      try await Self.checkMirror(parking: parking, evicting: false)
+    }
+
+    /// The same with every kind of removal the store makes on its own racing the writes:
+    /// evictions by a count and a cost limit, expiries (the clock advances all along) and
+    /// purges by a decider.
+    @Test(arguments: [false, true])
+    func everyBatchAppliedInOrderReproducesAStoreThatEvicts(parking: Bool) async throws {
+      try await Self.checkMirror(parking: parking, evicting: true)
+    }
+
+    static func checkMirror(parking: Bool, evicting: Bool) async throws {
       let scheduler = ManualScheduler()
-      let store = MemoryStore<Int, Int>(scheduler: scheduler)
+      let store: MemoryStore<Int, Int>
+      if evicting {
+        store = MemoryStore(scheduler: scheduler) { _, value, _ in value % 5 == 0 }
+        store.countLimit = keySpace / 2
+        store.costLimit = keySpace
+        store.defaultTimeToLive = .milliseconds(20)
+      } else {
+        store = MemoryStore(scheduler: scheduler)
+      }
       store.notificationInterval = .milliseconds(1)
       let handled = BatchCollector<Int, Int>()
       let subscription = store.observe { handled.append($0) }
@@ -82,8 +116,8 @@ extension StoreContractTests {
           advances.wrappingAdd(1, ordering: .releasing)
         }
       }
-      let finished: [Void]? = runOnThreads(Self.threads, timeout: 120) { thread in
-        Self.writeRandomly(store, thread: thread, parking: parking && thread == 0)
+      let finished: [Void]? = runOnThreads(threads, timeout: 120) { thread in
+        writeRandomly(store, thread: thread, parking: parking && thread == 0, evicting: evicting)
         // However fast the writes were, they go on until the publisher has run a few times,
         // so that publications certainly race them (bounded: 10 s).
         let deadline = monotonicNanoseconds() + 10_000_000_000
@@ -118,6 +152,14 @@ extension StoreContractTests {
         "publications ran during the writes")
       #expect(handledMirror == expected)
       store._checkInvariants()
+      if evicting {
+        // Every kind of removal happened, so the mirror went through all of them.
+        let evictions = store.statistics.evictions
+        #expect(evictions[.countLimit] > 0)
+        #expect(evictions[.costLimit] > 0)
+        #expect(evictions[.expired] > 0)
+        #expect(evictions[.decider] > 0)
+      }
 
       let (activeMirror, contiguous) = await reader.value
       #expect(contiguous)

@@ -38,7 +38,8 @@ extension MemoryStore {
     evictionDecider: @escaping EvictionDecider
   ) {
     self.init(name: name, scheduler: scheduler, decider: evictionDecider)
-    _writeLock.withLock { _activatePolicyLocked(now: 0, needsRecency: true) }
+    let activation = _writeLock.withLock { _activatePolicyLocked(now: 0) }
+    _release(activation)
     _readTick.store(1, ordering: .relaxed)
     _scheduleTick()
     evictionInterval = .seconds(600)
@@ -145,10 +146,11 @@ extension MemoryStore {
     get { _writeLock.withLock { _policy.pointer.pointee.defaultTimeToLive } }
     set {
       let now = _clockNanos()
-      _writeLock.withLock {
-        _activatePolicyLocked(now: now, needsRecency: false)
+      let activation = _writeLock.withLock {
         _policy.pointer.pointee.defaultTimeToLive = newValue
+        return _activatePolicyLocked(now: now)
       }
+      _release(activation)
     }
   }
 
@@ -234,31 +236,27 @@ extension MemoryStore {
 // MARK: - Reads
 
 extension MemoryStore {
-  /// Counts a lookup and, for a hit in a store that tracks recency, notes it for eviction.
+  /// Counts a lookup and, for a hit on an entry with metadata, notes the read for eviction.
   @inlinable @inline(__always)
-  func _recordLookup(_ key: Key, found: Bool, counters: UnsafeMutablePointer<Atomic<Int>>) {
-    counters[found ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter]
+  func _recordLookup(
+    _ node: _Node<Key, Value>?, counters: UnsafeMutablePointer<Atomic<Int>>
+  ) {
+    counters[node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter]
       .wrappingAdd(1, ordering: .relaxed)
-    if found {
-      let table = _recencyTable.load(ordering: .acquiring)
-      if table != 0 { _noteRead(key, table: table) }
-    }
+    if let node, node.hasMetadata { _noteRead(node) }
   }
 
-  /// Raises the key's CLOCK counter (to at most 3) and records the current second, storing
-  /// only when that changes the slot, so hot keys cost a load and no write.
+  /// Raises the entry's CLOCK counter (to at most 3) and records the current second, storing
+  /// only when that changes the word, so hot entries cost a load and no write.
+  ///
+  /// A read racing a rewrite of the entry may raise the node being replaced, after the writer
+  /// copied its word: that read is not counted (the order is approximate by design, and the
+  /// rewrite counts as a use).
   @inlinable @inline(__always)
-  func _noteRead(_ key: Key, table: Int) {
-    // Safe: a published table is never freed before the store (see `_RecencyTable`), and its
-    // header was written before the releasing store that published it.
-    let base = UnsafeMutableRawPointer(bitPattern: table).unsafelyUnwrapped
-    let mask = base.load(as: Int.self)
-    let slot = (base + MemoryLayout<Int>.stride + (key.hashValue & mask) &* 4)
-      .assumingMemoryBound(to: Atomic<UInt32>.self)
-    let value = slot.pointee.load(ordering: .relaxed)
-    let counter = value & 3
-    let updated = _readTick.load(ordering: .relaxed) << 2 | (counter == 3 ? 3 : counter + 1)
-    if updated != value { slot.pointee.store(updated, ordering: .relaxed) }
+  func _noteRead(_ node: _Node<Key, Value>) {
+    let word = node.recency.pointee.load(ordering: .relaxed)
+    let updated = _Recency.read(word, tick: _readTick.load(ordering: .relaxed))
+    if updated != word { node.recency.pointee.store(updated, ordering: .relaxed) }
   }
 
   /// Removes the entries that have expired by now, if any may have: what every read, save,
@@ -313,48 +311,33 @@ extension MemoryStore {
     // Read the clock before locking: the scheduler may be user code.
     let now = _clockNanos()
     _writeLock.lock()
-    _activatePolicyLocked(now: now, needsRecency: false)
+    let activation = _activatePolicyLocked(now: now)
     let outcome = _policyWriteLocked(
       now: now, operation: operation, reason: reason, cost: cost, timeToLive: timeToLive)
     _writeLock.unlock()
+    _release(activation)
     let result = (outcome.changed, outcome.previous)
     _finishPolicyWrite(outcome, now: now)
     return result
   }
 
-  /// Starts keeping records for every entry (write lock held). O(*n*) the first time.
+  /// Makes every entry carry metadata from now on (write lock held). O(*n*) the first time:
+  /// the entries present are copied with metadata, in a write that changes no value.
+  ///
+  /// - Returns: What the write retired, for the caller to ``_release(_:)`` after unlocking.
   @inlinable
-  func _activatePolicyLocked(now: Int64, needsRecency: Bool) {
-    let policy = _policy.pointer
-    if !_policyActive.load(ordering: .relaxed) {
-      let contents = _lockedView().dictionary
-      for key in contents.keys {
-        policy.pointee.write(key, now: now, cost: 0, expiresAt: .max)
-      }
-      _policyActive.store(true, ordering: .relaxed)
-      // Releasing `contents` here runs no deinit: the store still holds every value.
-    }
-    if needsRecency { _reserveRecencyLocked() }
-  }
-
-  /// Gives reads a recency table with room for the current entries (write lock held).
-  @inlinable
-  func _reserveRecencyLocked() {
-    let policy = _policy.pointer
-    if policy.pointee.table.base != nil
-      && policy.pointee.records.count * 4 <= policy.pointee.table.slotCount
-    {
-      return
-    }
-    if let table = policy.pointee.table.reserve(forEntries: policy.pointee.records.count * 2) {
-      _recencyTable.store(Int(bitPattern: table), ordering: .releasing)
-    }
+  func _activatePolicyLocked(now: Int64) -> _TableGarbage? {
+    guard !_policyActive.load(ordering: .relaxed) else { return nil }
+    _table.startCarryingMetadata(_EntryMetadata(writtenAt: now, expiresAt: .max, cost: 0))
+    _policyActive.store(true, ordering: .relaxed)
+    return _table.publish()
   }
 
   /// The heart of every write of a store with a policy (write lock held): removes due expired
   /// entries, applies `operation`, removes the `requested` entries whose value is still the
-  /// judged one, and evicts to stay within the limits (times `trimFraction`), all as one
-  /// atomic write, logged for change batches with each key's reason.
+  /// judged one, and evicts to stay within the limits (times `trimFraction`), all staged on
+  /// the table (one hash per key) and published as one atomic write, logged for change
+  /// batches with each key's reason as it is staged.
   @inlinable
   func _policyWriteLocked(
     now: Int64, operation: _WriteOperation<Key, Value>?, reason: ChangeReason = .write,
@@ -363,156 +346,73 @@ extension MemoryStore {
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
     let policy = _policy.pointer
-    var outcome = _PolicyOutcome()
+    var write = _PolicyWrite(store: self, now: now, reason: reason)
     // 1. Expired entries, earliest first, a bounded number per write.
-    var expired = policy.pointee.takeExpired(now: now, limit: Self._expiryChunk)
-    func expireIfDue(_ key: Key) {
-      if policy.pointee.expiringCount > 0 && policy.pointee.isExpired(key, now: now) {
-        policy.pointee.remove(key)
-        expired.append(key)
-      }
+    while write.expiredKeys.count < Self._expiryChunk,
+      let slot = policy.pointee.expiredSlot(now: now),
+      let node = _table.ringNode(at: slot)
+    {
+      let key = node.key.pointee
+      write.expiredKeys.append(key)
+      write.remove(key, reason: .expired)
     }
-    // 2. The write itself, mirrored in the records.
+    // 2. The write itself.
     let lifetime = timeToLive ?? policy.pointee.defaultTimeToLive
-    let expiresAt = lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max
-    var protected: Key?
-    var insertApplies = false
+    let metadata = _EntryMetadata(
+      writtenAt: now, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
+      cost: cost)
+    var protected = 0
     switch operation {
-    case .set(let key, _):
-      expireIfDue(key)
-      policy.pointee.write(key, now: now, cost: cost, expiresAt: expiresAt)
-      protected = key
-    case .insert(let key, _):
-      expireIfDue(key)
-      if policy.pointee.records[key] == nil {
-        policy.pointee.write(key, now: now, cost: cost, expiresAt: expiresAt)
-        insertApplies = true
-        protected = key
+    case .set(let key, let value):
+      let applied = write.set(key, value, metadata)
+      write.outcome.previous = applied.previous
+      protected = applied.node.bits
+    case .insert(let key, let value):
+      if let existing = write.liveNode(key) {
+        write.outcome.previous = existing.value.pointee
+      } else {
+        protected = write.set(key, value, metadata).node.bits
       }
     case .remove(let key):
-      expireIfDue(key)
-      policy.pointee.remove(key)
+      write.outcome.previous = write.remove(key, reason: reason)
     case .merge(let entries):
-      for key in entries.keys {
-        expireIfDue(key)
-        policy.pointee.write(key, now: now, cost: 0, expiresAt: expiresAt)
-      }
+      let batch = _EntryMetadata(writtenAt: now, expiresAt: metadata.expiresAt, cost: 0)
+      for (key, value) in entries { _ = write.set(key, value, batch) }
     case .removeKeys(let keys):
-      for key in keys {
-        expireIfDue(key)
-        policy.pointee.remove(key)
-      }
+      for key in keys { _ = write.remove(key, reason: reason) }
     case .removeAll:
-      if let evictionReason = reason.evictionReason {
-        policy.pointee.evictions[evictionReason] += UInt64(policy.pointee.records.count)
-      }
-      policy.pointee.removeAll()
-    case .compound, nil:
+      write.removeAll()
+    case nil:
       break
     }
     // 3. Entries a purge chose, if their value is still the one it judged.
-    var evicted: [(key: Key, reason: EvictionReason)] = []
-    for (key, version) in requested where policy.pointee.records[key]?.version == version {
-      policy.pointee.remove(key)
-      evicted.append((key, requestedReason))
+    for (key, version) in requested {
+      guard let node = _table.stagedNode(forKey: key), node.version == version else { continue }
+      write.outcome.removed[key] = node.value.pointee
+      _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false)
+      policy.pointee.evictions[requestedReason] += 1
     }
-    let requestedCount = evicted.count
     // 4. The limits.
-    while evicted.count < maximumEvictions,
-      let over = policy.pointee.isOverLimits(fraction: trimFraction),
-      let victim = policy.pointee.nextVictim(protecting: protected)
+    var evictions = 0
+    while evictions < maximumEvictions,
+      let over = policy.pointee.isOverLimits(count: _table.stagedCount, fraction: trimFraction),
+      let victim = policy.pointee.nextVictim(in: _table, protecting: protected)
     {
-      policy.pointee.remove(victim)
-      evicted.append((victim, trimReason ?? over))
+      let evictionReason = trimReason ?? over
+      _ = write.remove(victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false)
+      policy.pointee.evictions[evictionReason] += 1
+      evictions += 1
     }
-    policy.pointee.evictions[.expired] += UInt64(expired.count)
-    for (_, reason) in evicted { policy.pointee.evictions[reason] += 1 }
-
-    let nextExpiry = policy.pointee.nextExpiry()
-    if nextExpiry != .max && policy.pointee.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
-      policy.pointee.sweepArmedFor = nextExpiry
-      outcome.armSweepAt = nextExpiry
-    }
-    guard operation != nil || !expired.isEmpty || !evicted.isEmpty else { return outcome }
-
-    // 5. Log, then apply as one write.
-    let view = _lockedView()
-    for (key, _) in evicted.prefix(requestedCount) {
-      outcome.removed[key] = view.value(forKey: key)
-    }
-    outcome.followUp = _logPolicyWriteLocked(
-      view: view, expired: expired, operation: operation, insertApplies: insertApplies,
-      evicted: evicted, reason: reason)
-    // A read that sees this write must see an earlier expiry it brings; a later one only
-    // once the expired entries are gone from what readers see.
-    let earlier = min(nextExpiry, _nextExpiry.load(ordering: .relaxed))
-    _nextExpiry.store(earlier, ordering: .relaxed)
-    // The write alone when it expires and evicts nothing (the common case): a compound write
-    // is an allocation.
-    let result: (changed: Bool, previous: Value?, garbage: _TableGarbage?)
-    if let operation, expired.isEmpty, evicted.isEmpty {
-      result = _applyLocked(operation)
-    } else {
-      result = _applyLocked(
-        .compound(expired: expired, operation, evicted: evicted.map { $0.key }))
-    }
-    _nextExpiry.store(nextExpiry, ordering: .releasing)
-    if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
-    outcome.changed = result.changed
-    outcome.previous = result.previous
-    outcome.garbage = result.garbage
-    if policy.pointee.table.base != nil { _reserveRecencyLocked() }
-    policy.pointee.compactIfSparse()
-    return outcome
+    policy.pointee.evictions[.expired] += UInt64(write.expiredKeys.count)
+    policy.pointee.packRingIfSparse(_table)
+    return write.finish()
   }
 
-  /// Logs a write through the policy for change batches (write lock held, before applying).
-  @inlinable
-  func _logPolicyWriteLocked(
-    view: _ReadView<Key, Value>, expired: [Key], operation: _WriteOperation<Key, Value>?,
-    insertApplies: Bool, evicted: [(key: Key, reason: EvictionReason)], reason: ChangeReason
-  ) -> _TrackingFollowUp? {
-    let tracker = _tracker.pointer
-    guard tracker.pointee.isTracking else { return nil }
-    let logged = tracker.pointee.log.count
-    var cleared = false
-    let expiredKeys = expired.isEmpty ? [] : Set(expired)
-    func isPresent(_ key: Key) -> Bool {
-      !expiredKeys.contains(key) && view.value(forKey: key) != nil
-    }
-    for key in expired {
-      tracker.pointee.log.append(.key(key, nil, wasPresent: true, .expired))
-    }
-    switch operation {
-    case .set(let key, let value):
-      tracker.pointee.log.append(.key(key, value, wasPresent: isPresent(key), reason))
-    case .insert(let key, let value):
-      if insertApplies { tracker.pointee.log.append(.key(key, value, wasPresent: false, reason)) }
-    case .remove(let key):
-      if isPresent(key) { tracker.pointee.log.append(.key(key, nil, wasPresent: true, reason)) }
-    case .merge(let entries):
-      for (key, value) in entries {
-        tracker.pointee.log.append(.key(key, value, wasPresent: isPresent(key), reason))
-      }
-    case .removeKeys(let keys):
-      for key in keys where isPresent(key) {
-        tracker.pointee.log.append(.key(key, nil, wasPresent: true, reason))
-      }
-    case .removeAll:
-      // The expired keys are present, and removed by this write before the clear.
-      if view.count > expired.count {
-        tracker.pointee.log.append(
-          .clear(_ClearedContents(table: _table, excluding: expired), reason))
-        cleared = true
-      }
-    case .compound, nil:
-      break
-    }
-    for (key, evictionReason) in evicted {
-      tracker.pointee.log.append(.key(key, nil, wasPresent: true, .evicted(evictionReason)))
-    }
-    if cleared { return tracker.pointee.followUp(sealing: true) }
-    return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
+  /// Logs a write through the policy for change batches, if they are on (write lock held).
+  @inlinable @inline(__always)
+  func _logPolicyChange(_ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason) {
+    guard _tracker.pointer.pointee.isTracking else { return }
+    _tracker.pointer.pointee.log.append(.key(key, value, wasPresent: wasPresent, reason))
   }
 
   /// Does, after unlocking, what a write through the policy left to do.
@@ -546,13 +446,14 @@ extension MemoryStore {
   }
 
   /// Sets a limit and evicts down to it.
-  func _setLimit(_ limit: WritableKeyPath<_Policy<Key>, Int>, to newValue: Int?) {
+  func _setLimit(_ limit: WritableKeyPath<_Policy, Int>, to newValue: Int?) {
     let value = max(newValue ?? 0, 0)
     let now = _clockNanos()
-    _writeLock.withLock {
-      _activatePolicyLocked(now: now, needsRecency: value > 0)
+    let activation = _writeLock.withLock {
       _policy.pointer.pointee[keyPath: limit] = value
+      return _activatePolicyLocked(now: now)
     }
+    _release(activation)
     _enforceLimits(fraction: 1, reason: nil)
   }
 
@@ -566,7 +467,8 @@ extension MemoryStore {
       let outcome = _policyWriteLocked(
         now: now, operation: nil, trimFraction: fraction, trimReason: reason,
         maximumEvictions: Self._purgeChunk)
-      let isDone = _policy.pointer.pointee.isOverLimits(fraction: fraction) == nil
+      let isDone =
+        _policy.pointer.pointee.isOverLimits(count: _table.stagedCount, fraction: fraction) == nil
       _writeLock.unlock()
       _finishPolicyWrite(outcome, now: now)
       if isDone { return }
@@ -577,11 +479,135 @@ extension MemoryStore {
   func _removeAllUnderPressure() {
     let now = _clockNanos()
     _writeLock.lock()
-    _activatePolicyLocked(now: now, needsRecency: false)
+    let activation = _activatePolicyLocked(now: now)
     let outcome = _policyWriteLocked(
       now: now, operation: .removeAll, reason: .evictedByMemoryPressure)
     _writeLock.unlock()
+    _release(activation)
     _finishPolicyWrite(outcome, now: now)
+  }
+}
+
+/// One write of a store with a policy, in progress under the write lock: stages each change
+/// on the table, keeps the policy's totals and logs it for change batches in the same step.
+@usableFromInline
+struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
+  @usableFromInline let store: MemoryStore<Key, Value>
+  @usableFromInline let now: Int64
+  @usableFromInline let reason: ChangeReason
+  @usableFromInline var outcome = MemoryStore<Key, Value>._PolicyOutcome()
+  /// The keys removed because they expired, in order.
+  @usableFromInline var expiredKeys: [Key] = []
+  /// Whether the write emptied the store (its log entry is sealed at once).
+  @usableFromInline var cleared = false
+  @usableFromInline let logged: Int
+
+  @inlinable
+  init(store: MemoryStore<Key, Value>, now: Int64, reason: ChangeReason) {
+    self.store = store
+    self.now = now
+    self.reason = reason
+    logged = store._tracker.pointer.pointee.log.count
+  }
+
+  /// The current node of `key` unless it is absent or expired (then it is removed as such).
+  @inlinable
+  mutating func liveNode(_ key: Key) -> _Node<Key, Value>? {
+    guard let node = store._table.stagedNode(forKey: key) else { return nil }
+    guard node.expiresAt > now else {
+      expiredKeys.append(key)
+      remove(key, reason: .expired)
+      return nil
+    }
+    return node
+  }
+
+  /// Stages `key` → `value`; returns the live value it replaces (an expired one is logged as
+  /// removed by expiry first) and the new node.
+  @inlinable @inline(__always)
+  mutating func set(
+    _ key: Key, _ value: Value, _ metadata: _EntryMetadata
+  ) -> (previous: Value?, node: _Node<Key, Value>) {
+    let (old, node) = store._table.stageSet(key, value, metadata: metadata)
+    store._policy.pointer.pointee.track(node, replacing: old)
+    outcome.changed = true
+    var previous: Value?
+    if let old, !old.isTombstone {
+      if old.hasMetadata && old.expiresAt <= now {
+        expiredKeys.append(key)
+        store._logPolicyChange(key, nil, wasPresent: true, .expired)
+      } else {
+        previous = old.value.pointee
+      }
+    }
+    store._logPolicyChange(key, value, wasPresent: previous != nil, reason)
+    return (previous, node)
+  }
+
+  /// Stages the removal of `key`; returns the value removed, unless it had expired (then the
+  /// removal is logged as an expiry).
+  /// An eviction (`checksExpiry` false) is logged with its own reason.
+  @inlinable @inline(__always)
+  @discardableResult
+  mutating func remove(_ key: Key, reason: ChangeReason, checksExpiry: Bool = true) -> Value? {
+    guard let old = store._table.stageRemoveNode(key) else { return nil }
+    store._policy.pointer.pointee.untrack(old)
+    outcome.changed = true
+    if checksExpiry && reason != .expired && old.expiresAt <= now {
+      expiredKeys.append(key)
+      store._logPolicyChange(key, nil, wasPresent: true, .expired)
+      return nil
+    }
+    store._logPolicyChange(key, nil, wasPresent: true, reason)
+    return old.value.pointee
+  }
+
+  /// Stages the removal of every entry.
+  @inlinable
+  mutating func removeAll() {
+    let table = store._table
+    let count = table.stagedCount
+    guard count > 0 else { return }
+    let policy = store._policy.pointer
+    if let evictionReason = reason.evictionReason {
+      policy.pointee.evictions[evictionReason] += UInt64(count)
+    }
+    let tracker = store._tracker.pointer
+    if tracker.pointee.isTracking {
+      // What readers see now, less the expired entries this write removed first.
+      tracker.pointee.log.append(
+        .clear(_ClearedContents(table: table, excluding: expiredKeys), reason))
+      cleared = true
+    }
+    table.stageRemoveAll()
+    policy.pointee.removeAll()
+    outcome.changed = true
+  }
+
+  /// Publishes the write and returns what is left to do after unlocking.
+  @inlinable
+  mutating func finish() -> MemoryStore<Key, Value>._PolicyOutcome {
+    let policy = store._policy.pointer
+    let nextExpiry = policy.pointee.nextExpiry
+    if nextExpiry != .max && policy.pointee.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
+      policy.pointee.sweepArmedFor = nextExpiry
+      outcome.armSweepAt = nextExpiry
+    }
+    guard outcome.changed else { return outcome }
+    let tracker = store._tracker.pointer
+    if cleared {
+      outcome.followUp = tracker.pointee.followUp(sealing: true)
+    } else if tracker.pointee.log.count != logged {
+      outcome.followUp = tracker.pointee.followUpIfNeeded()
+    }
+    // A read that sees this write must see an earlier expiry it brings; a later one only
+    // once the expired entries are gone from what readers see.
+    let earlier = min(nextExpiry, store._nextExpiry.load(ordering: .relaxed))
+    store._nextExpiry.store(earlier, ordering: .relaxed)
+    outcome.garbage = store._table.publish()
+    store._nextExpiry.store(nextExpiry, ordering: .releasing)
+    tracker.pointee.writeCount &+= 1
+    return outcome
   }
 }
 
@@ -598,7 +624,7 @@ extension MemoryStore {
     _readTick.store(Self._tick(start), ordering: .relaxed)
     let startVersion = _writeLock.withLock {
       _policy.pointer.pointee.purgesRunning += 1
-      return _policy.pointer.pointee.version
+      return _table._writer.pointer.pointee.version
     }
     defer { _writeLock.withLock { _policy.pointer.pointee.purgesRunning -= 1 } }
     let startInstant = _instant(start)
@@ -606,33 +632,36 @@ extension MemoryStore {
     var position = 0
     var isFinished = false
     while !isFinished {
-      var candidates: [(key: Key, value: Value, record: _EntryRecord, tick: UInt32)] = []
+      var candidates:
+        [(key: Key, value: Value, metadata: _EntryMetadata, version: UInt64, tick: UInt32)] = []
       candidates.reserveCapacity(Self._purgeChunk)
       _writeLock.withLock {
-        let policy = _policy.pointer
-        let view = _lockedView()
-        while position < policy.pointee.ring.count && candidates.count < Self._purgeChunk {
-          if let key = policy.pointee.ring[position], let record = policy.pointee.records[key],
-            record.version <= startVersion, let value = view.value(forKey: key)
-          {
-            candidates.append((key, value, record, policy.pointee.table.lastReadTick(of: key)))
+        // The ring is not packed while a purge runs, so positions stay put; entries written
+        // since the purge started are newer than its version and not judged.
+        while position < _table.ringCount && candidates.count < Self._purgeChunk {
+          if let node = _table.ringNode(at: position), node.version <= startVersion {
+            candidates.append(
+              (
+                node.key.pointee, node.value.pointee, node.metadata, node.version,
+                node.recency.pointee.load(ordering: .relaxed) >> 2
+              ))
           }
           position += 1
         }
-        isFinished = position >= policy.pointee.ring.count
+        isFinished = position >= _table.ringCount
       }
       // The decider runs outside every lock.
       var victims: [(key: Key, version: UInt64)] = []
       for candidate in candidates {
         let context = EvictionContext(
-          trigger: trigger, now: startInstant, writtenAt: _instant(candidate.record.writtenAt),
+          trigger: trigger, now: startInstant, writtenAt: _instant(candidate.metadata.writtenAt),
           lastReadAt: candidate.tick == 0
             ? nil : _origin + .seconds(Int64(candidate.tick) - 1),
-          cost: candidate.record.cost,
-          expiresAt: candidate.record.expiresAt == .max
-            ? nil : _instant(candidate.record.expiresAt))
+          cost: candidate.metadata.cost,
+          expiresAt: candidate.metadata.expiresAt == .max
+            ? nil : _instant(candidate.metadata.expiresAt))
         if decider(candidate.key, candidate.value, context) {
-          victims.append((candidate.key, candidate.record.version))
+          victims.append((candidate.key, candidate.version))
         }
       }
       candidates = []

@@ -188,6 +188,16 @@ struct _TableWriter {
   /// holds an epoch back, so that a long reader costs writers nothing.
   @usableFromInline var reclaimThreshold = 64
 
+  // Entry metadata (stores with a policy; see `_Node`).
+
+  /// Whether new nodes with a value carry metadata. Set once, never cleared.
+  @usableFromInline var carriesMetadata = false
+  /// The current node of every entry, by its `slot` (0: a free position): the order the
+  /// policy's CLOCK hand walks, and how it and a purge reach entries without hashing.
+  @usableFromInline var ring: ContiguousArray<Int> = []
+  /// Free positions of `ring`.
+  @usableFromInline var freeSlots: ContiguousArray<Int> = []
+
   @usableFromInline
   init(root: UnsafeMutablePointer<_TableHeader>) {
     self.root = root
@@ -405,19 +415,48 @@ extension _ConcurrentTable {
   /// The value of `key` including staged changes. Write lock held.
   @inlinable
   func stagedValue(forKey key: Key) -> Value? {
+    guard let node = stagedNode(forKey: key) else { return nil }
+    return node.value.pointee
+  }
+
+  /// The current node of `key` including staged changes, unless the key is absent. Write lock
+  /// held; the node stays valid until the lock is released.
+  @inlinable
+  func stagedNode(forKey key: Key) -> _Node<Key, Value>? {
     let hash = key.hashValue
     guard let (_, node) = _find(key, in: _writeSlot(for: key, hash: hash)), !node.isTombstone
     else { return nil }
-    return node.value.pointee
+    return node
   }
 
   /// Stages `key` → `value`; returns the value it replaces (staged or published). Write lock
   /// held.
   ///
   /// - Complexity: O(1) on average: one hash of `key`.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   func stageSet(_ key: Key, _ value: Value) -> Value? {
+    guard let old = _stageSet(key, value, metadata: nil).old, !old.isTombstone else { return nil }
+    return old.value.pointee
+  }
+
+  /// Stages `key` → `value` with the entry's metadata (a store with a policy); returns the
+  /// node it replaces (a value or a tombstone; it stays valid until the write lock is
+  /// released) and the new node. The new node takes the old one's ring position and, raised
+  /// by one use, its recency, or a free position and no recency. Write lock held.
+  ///
+  /// - Complexity: O(1) on average: one hash of `key`.
+  @inlinable
+  func stageSet(
+    _ key: Key, _ value: Value, metadata: _EntryMetadata
+  ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
+    _stageSet(key, value, metadata: metadata)
+  }
+
+  @inlinable @inline(__always)
+  func _stageSet(
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?
+  ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     let writer = _writer.pointer
     _growStep()
     let hash = key.hashValue
@@ -425,29 +464,60 @@ extension _ConcurrentTable {
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
-      let node = _Node.make(
-        key: key, value: value, version: version, older: old.bits, memory: _spare(tombstone: false))
+      let node = _makeNode(key, value, metadata: metadata, replacing: old, version: version)
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
+      writer.pointee.retire(.node(old.bits))
       if old.isTombstone {
         // Retired now: the tombstone list skips it from now on.
         old.isRetiredTombstone = true
-        writer.pointee.retire(.node(old.bits))
         writer.pointee.tombstoneCount -= 1
         writer.pointee.count += 1
-        return nil
       }
-      let previous = old.value.pointee
-      writer.pointee.retire(.node(old.bits))
-      return previous
+      return (old, node)
     }
-    let node = _Node.make(
-      key: key, value: value, version: version, older: 0, memory: _spare(tombstone: false))
+    let node = _makeNode(key, value, metadata: metadata, replacing: nil, version: version)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
     _growIfNeeded()
-    return nil
+    return (nil, node)
+  }
+
+  /// A new node for `key`, with metadata if given, taking `old`'s ring position if it has
+  /// one. Write lock held.
+  @inlinable @inline(__always)
+  func _makeNode(
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, replacing old: _Node<Key, Value>?,
+    version: UInt64
+  ) -> _Node<Key, Value> {
+    guard let metadata else {
+      return _Node.make(
+        key: key, value: value, version: version, older: old?.bits ?? 0,
+        memory: _spareValueNode())
+    }
+    let writer = _writer.pointer
+    let memory = _spare(tombstone: false, size: _Node<Key, Value>.metadataNodeSize)
+    if let old, old.hasMetadata {
+      let node = _Node.make(
+        key: key, value: value, metadata: metadata,
+        recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
+        slot: old.slot, version: version, older: old.bits, memory: memory)
+      writer.pointee.ring[node.slot] = node.bits
+      return node
+    }
+    let position: Int
+    if let free = writer.pointee.freeSlots.popLast() {
+      position = free
+    } else {
+      position = writer.pointee.ring.count
+      writer.pointee.ring.append(0)
+    }
+    let node = _Node.make(
+      key: key, value: value, metadata: metadata, recency: 0, slot: position, version: version,
+      older: old?.bits ?? 0, memory: memory)
+    writer.pointee.ring[position] = node.bits
+    return node
   }
 
   /// Stages `key` → `value` only if `key` is absent; returns the value present otherwise.
@@ -462,9 +532,18 @@ extension _ConcurrentTable {
   /// Stages the removal of `key`; returns the value removed. Write lock held.
   ///
   /// - Complexity: O(1) on average: one hash of `key`.
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   func stageRemove(_ key: Key) -> Value? {
+    stageRemoveNode(key)?.value.pointee
+  }
+
+  /// Stages the removal of `key`; returns the node removed, which stays valid until the write
+  /// lock is released. Frees the entry's ring position. Write lock held.
+  ///
+  /// - Complexity: O(1) on average: one hash of `key`.
+  @inlinable @inline(__always)
+  func stageRemoveNode(_ key: Key) -> _Node<Key, Value>? {
     let writer = _writer.pointer
     _growStep()
     let hash = key.hashValue
@@ -473,15 +552,18 @@ extension _ConcurrentTable {
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     let tombstone = _Node<Key, Value>.makeTombstone(
-      key: key, version: version, older: old.bits, memory: _spare(tombstone: true))
+      key: key, version: version, older: old.bits, memory: _spareTombstone())
     tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
     predecessor.pointee.store(tombstone.bits, ordering: .releasing)
-    let previous = old.value.pointee
+    if old.hasMetadata {
+      writer.pointee.ring[old.slot] = 0
+      writer.pointee.freeSlots.append(old.slot)
+    }
     writer.pointee.retire(.node(old.bits))
     writer.pointee.tombstones.append((tombstone.bits, writer.pointee.epoch))
     writer.pointee.tombstoneCount += 1
     writer.pointee.count -= 1
-    return previous
+    return old
   }
 
   /// Stages the removal of every entry: a new, empty generation. Returns whether there was
@@ -502,6 +584,8 @@ extension _ConcurrentTable {
     writer.pointee.growthCursor = 0
     writer.pointee.count = 0
     writer.pointee.tombstoneCount = 0
+    writer.pointee.ring = []
+    writer.pointee.freeSlots = []
     _root.store(Int(bitPattern: root), ordering: .releasing)
     writer.pointee.retire(.generation(old))
     return true
@@ -669,8 +753,13 @@ extension _ConcurrentTable {
         }
         room -= 1
         let isTombstone = node.isTombstone
+        let size = node.byteCount
         node.destroyContents()
-        if isTombstone { tombstones.add(node.raw) } else { nodes.add(node.raw) }
+        if isTombstone {
+          tombstones.add(node.raw, size: size)
+        } else {
+          nodes.add(node.raw, size: size)
+        }
       case .shell(let table):
         _TableHeader.freeShell(table)
       case .generation(let table):
@@ -681,28 +770,52 @@ extension _ConcurrentTable {
     tombstones.push(onto: _spareTombstones, counting: _spareCount)
   }
 
-  /// A spare block for a node (or a tombstone), or `nil` to allocate one. Write lock held.
+  /// A spare block of at least `size` bytes for a node (or a tombstone), or `nil` to allocate
+  /// one. Write lock held.
+  ///
+  /// Blocks too small (nodes without metadata, freed after the store started keeping it) are
+  /// freed as they are met: each once.
   @inlinable @inline(__always)
-  func _spare(tombstone: Bool) -> UnsafeMutableRawPointer? {
+  func _spare(tombstone: Bool, size: Int) -> UnsafeMutableRawPointer? {
     let writer = _writer.pointer
-    var head = tombstone ? writer.pointee.spareTombstones : writer.pointee.spareNodes
-    if head == 0 {
-      head =
-        tombstone
-        ? _spareTombstones.exchange(0, ordering: .acquiring)
-        : _spareNodes.exchange(0, ordering: .acquiring)
-      if head == 0 { return nil }
+    while true {
+      var head = tombstone ? writer.pointee.spareTombstones : writer.pointee.spareNodes
+      if head == 0 {
+        head =
+          tombstone
+          ? _spareTombstones.exchange(0, ordering: .acquiring)
+          : _spareNodes.exchange(0, ordering: .acquiring)
+        if head == 0 { return nil }
+      }
+      // Safe: `head` is the address of a spare block, whose first word links the next one and
+      // whose second holds its size.
+      let block = UnsafeMutableRawPointer(bitPattern: head).unsafelyUnwrapped
+      let next = block.load(as: Int.self)
+      if tombstone {
+        writer.pointee.spareTombstones = next
+      } else {
+        writer.pointee.spareNodes = next
+      }
+      writer.pointee.spareTaken += 1
+      if writer.pointee.spareTaken == 32 {
+        writer.pointee.spareTaken = 0
+        _spareCount.wrappingSubtract(32, ordering: .relaxed)
+      }
+      if block.load(fromByteOffset: 8, as: Int.self) >= size { return block }
+      block.deallocate()
     }
-    // Safe: `head` is the address of a spare block, whose first word links the next one.
-    let block = UnsafeMutableRawPointer(bitPattern: head).unsafelyUnwrapped
-    let next = block.load(as: Int.self)
-    if tombstone { writer.pointee.spareTombstones = next } else { writer.pointee.spareNodes = next }
-    writer.pointee.spareTaken += 1
-    if writer.pointee.spareTaken == 32 {
-      writer.pointee.spareTaken = 0
-      _spareCount.wrappingSubtract(32, ordering: .relaxed)
-    }
-    return block
+  }
+
+  /// A spare block for a node with a value, sized for metadata if nodes carry it.
+  @inlinable @inline(__always)
+  func _spareValueNode() -> UnsafeMutableRawPointer? {
+    _spare(tombstone: false, size: _Node<Key, Value>.valueNodeSize)
+  }
+
+  /// A spare block for a tombstone.
+  @inlinable @inline(__always)
+  func _spareTombstone() -> UnsafeMutableRawPointer? {
+    _spare(tombstone: true, size: _Node<Key, Value>.tombstoneSize)
   }
 
   @inlinable
@@ -818,7 +931,8 @@ extension _ConcurrentTable {
     var bits = root.pointee.buckets[index].load(ordering: .relaxed)
     while let node = _Node<Key, Value>(bits: bits) {
       bits = node.next.pointee.load(ordering: .relaxed)
-      let copy = node.copy(memory: _spare(tombstone: node.isTombstone))
+      let copy = node.copy(memory: _spare(tombstone: node.isTombstone, size: node.byteCount))
+      if copy.hasMetadata { writer.pointee.ring[copy.slot] = copy.bits }
       let slot = next.pointee.buckets + (copy.key.pointee.hashValue & next.pointee.mask)
       copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
       slot.pointee.store(copy.bits, ordering: .releasing)
@@ -830,6 +944,63 @@ extension _ConcurrentTable {
       writer.pointee.retire(.node(node.bits))
     }
     root.pointee.buckets[index].store(_TableHeader.forwarded, ordering: .releasing)
+  }
+}
+
+// MARK: - Entry metadata (the caller holds the write lock)
+
+extension _ConcurrentTable {
+  /// Whether nodes with a value carry metadata. Write lock held.
+  @inlinable
+  var carriesMetadata: Bool { _writer.pointer.pointee.carriesMetadata }
+
+  /// Makes every node with a value carry metadata from now on: stages a copy of every entry
+  /// with `metadata` (the values unchanged, so readers see no change once it is published).
+  /// Write lock held; the caller publishes.
+  ///
+  /// - Complexity: O(*n*), once in the store's life.
+  @inlinable
+  func startCarryingMetadata(_ metadata: _EntryMetadata) {
+    let writer = _writer.pointer
+    guard !writer.pointee.carriesMetadata else { return }
+    writer.pointee.carriesMetadata = true
+    guard writer.pointee.count > 0 else { return }
+    var entries: [(Key, Value)] = []
+    entries.reserveCapacity(writer.pointee.count)
+    _forEach(at: writer.pointee.version) { entries.append(($0, $1)) }
+    for (key, value) in entries { _ = stageSet(key, value, metadata: metadata) }
+  }
+
+  /// The number of ring positions, free ones included. Write lock held.
+  @inlinable
+  var ringCount: Int { _writer.pointer.pointee.ring.count }
+
+  /// The current node at ring position `position`, or `nil` for a free position. Write lock
+  /// held; the node stays valid until the lock is released.
+  @inlinable @inline(__always)
+  func ringNode(at position: Int) -> _Node<Key, Value>? {
+    _Node(bits: _writer.pointer.pointee.ring[position])
+  }
+
+  /// Packs the ring when more than half of it is free: renumbers every entry's position.
+  /// Returns whether it did (positions held elsewhere are then stale). Write lock held.
+  ///
+  /// - Complexity: O(*n*) when it packs, which is at most once per *n*/2 removals.
+  @inlinable
+  func packRingIfSparse() -> Bool {
+    let writer = _writer.pointer
+    let free = writer.pointee.freeSlots.count
+    guard free > 1_024, free * 2 > writer.pointee.ring.count else { return false }
+    var packed = ContiguousArray<Int>()
+    packed.reserveCapacity(writer.pointee.ring.count - free)
+    for bits in writer.pointee.ring where bits != 0 {
+      let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
+      node.slot = packed.count
+      packed.append(bits)
+    }
+    writer.pointee.ring = packed
+    writer.pointee.freeSlots = []
+    return true
   }
 }
 
@@ -869,11 +1040,47 @@ extension _ConcurrentTable {
       }
       visit(writer.pointee.root)
       if let next = writer.pointee.root.pointee.nextTable { visit(next) }
+      // The ring: every entry once, at its own position, when nodes carry metadata.
+      var inRing = 0
+      for (position, bits) in writer.pointee.ring.enumerated() where bits != 0 {
+        let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
+        precondition(
+          node.hasMetadata && !node.isTombstone && node.slot == position,
+          "Internal inconsistency: a ring position holds a node not at that position")
+        precondition(
+          _peekNode(node.key.pointee)?.bits == bits,
+          "Internal inconsistency: the ring holds a node that is not its key's current one")
+        inRing += 1
+      }
+      precondition(
+        inRing + writer.pointee.freeSlots.count == writer.pointee.ring.count,
+        "Internal inconsistency: free ring positions")
+      if writer.pointee.carriesMetadata {
+        precondition(inRing == entries, "Internal inconsistency: the ring misses entries")
+      } else {
+        precondition(writer.pointee.ring.isEmpty, "Internal inconsistency: a ring without metadata")
+      }
       precondition(entries == writer.pointee.count, "Internal inconsistency: count")
       precondition(
         tombstones == writer.pointee.tombstoneCount, "Internal inconsistency: tombstone count")
       precondition(count == entries, "Internal inconsistency: published count")
     #endif
+  }
+}
+
+extension _ConcurrentTable {
+  /// The current node of `key` (a tombstone included), found without moving any bucket, for
+  /// checks. Write lock held.
+  @usableFromInline
+  func _peekNode(_ key: Key) -> _Node<Key, Value>? {
+    let hash = key.hashValue
+    var table = _writer.pointer.pointee.root
+    if table.pointee.buckets[hash & table.pointee.mask].load(ordering: .relaxed)
+      == _TableHeader.forwarded
+    {
+      table = table.pointee.nextTable.unsafelyUnwrapped
+    }
+    return _find(key, in: table.pointee.buckets + (hash & table.pointee.mask))?.1
   }
 }
 
@@ -886,9 +1093,11 @@ struct _SpareChain {
 
   @inlinable init() {}
 
+  /// Adds a block of `size` bytes (at least 16), noting its size in its second word.
   @inlinable
-  mutating func add(_ block: UnsafeMutableRawPointer) {
+  mutating func add(_ block: UnsafeMutableRawPointer, size: Int) {
     block.storeBytes(of: Int(bitPattern: first), as: Int.self)
+    block.storeBytes(of: size, toByteOffset: 8, as: Int.self)
     if last == nil { last = block }
     first = block
     count += 1

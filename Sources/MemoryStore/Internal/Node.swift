@@ -12,6 +12,7 @@ import Synchronization
 /// | 16 | `stamp`: `version << 8 \| flags` | immutable once linked |
 /// | `keyOffset` | the key | immutable once linked |
 /// | `valueOffset` | the value; absent in a tombstone | immutable once linked |
+/// | `metadataOffset` | the entry's metadata, in stores with a policy (see ``_EntryMetadata``) | see below |
 ///
 /// The writer initialises every field before it links the node with a releasing store, and
 /// readers reach a node only through acquiring loads, so the plain fields need no atomics.
@@ -20,6 +21,18 @@ import Synchronization
 /// the node it replaces, so a reader that started before the write was published follows
 /// `older` back to the version it must see. A removal links a *tombstone* (a node without a
 /// value) in the same way.
+///
+/// In a store with an eviction policy, limits or expiry, a node holding a value carries the
+/// entry's metadata after the value (its stamp has ``metadataFlag``), so that the policy finds
+/// it with the entry rather than in a table of its own:
+///
+/// | offset from `metadataOffset` | field | mutability |
+/// |---|---|---|
+/// | 0 | `writtenAt`, nanoseconds since the store's origin | immutable once linked |
+/// | 8 | `expiresAt` (`Int64.max`: never) | immutable once linked |
+/// | 16 | `cost` | immutable once linked |
+/// | 24 | `recency`: a 2-bit CLOCK counter and, above it, the second of the last read | atomic; readers raise it, the writer lowers it |
+/// | 28 | `slot`: the entry's position in the table's ring | the writer's only; readers never read it |
 @usableFromInline
 struct _Node<Key: Hashable, Value> {
   @usableFromInline let raw: UnsafeMutableRawPointer
@@ -58,6 +71,18 @@ struct _Node<Key: Hashable, Value> {
   @inlinable @inline(__always)
   static var tombstoneFlag: UInt64 { 1 }
 
+  /// The stamp flag of a node that carries metadata.
+  @inlinable @inline(__always)
+  static var metadataFlag: UInt64 { 2 }
+
+  /// Where the metadata of a node that carries it starts.
+  @inlinable @inline(__always)
+  static var metadataOffset: Int { _roundUp(valueOffset + MemoryLayout<Value>.size, toMultipleOf: 8) }
+
+  /// The size of a node holding a value and metadata.
+  @inlinable @inline(__always)
+  static var metadataNodeSize: Int { metadataOffset + 32 }
+
   // MARK: Making and destroying
 
   /// The size of a node holding a value.
@@ -78,6 +103,27 @@ struct _Node<Key: Hashable, Value> {
       byteCount: valueNodeSize, version: version, flags: 0, older: older, memory: memory)
     node.key.initialize(to: key)
     node.value.initialize(to: value)
+    return node
+  }
+
+  /// A node holding `value` and `metadata`, not linked yet, in `memory` (a spare block of at
+  /// least ``metadataNodeSize`` bytes) or in a new allocation.
+  @inlinable
+  static func make(
+    key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int,
+    version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
+  ) -> _Node {
+    let node = allocate(
+      byteCount: metadataNodeSize, version: version, flags: metadataFlag, older: older,
+      memory: memory)
+    node.key.initialize(to: key)
+    node.value.initialize(to: value)
+    let base = node.raw + metadataOffset
+    base.storeBytes(of: metadata.writtenAt, as: Int64.self)
+    base.storeBytes(of: metadata.expiresAt, toByteOffset: 8, as: Int64.self)
+    base.storeBytes(of: metadata.cost, toByteOffset: 16, as: Int.self)
+    (base + 24).bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(recency))
+    node.slot = slot
     return node
   }
 
@@ -111,12 +157,19 @@ struct _Node<Key: Hashable, Value> {
     }
   }
 
-  /// A copy of this node with the same version, value and history, for another table.
+  /// A copy of this node with the same version, value, metadata and history, for another
+  /// table.
   @inlinable
   func copy(memory: UnsafeMutableRawPointer?) -> _Node {
     if isTombstone {
       return _Node.makeTombstone(
         key: key.pointee, version: version, older: older, memory: memory)
+    }
+    if hasMetadata {
+      return _Node.make(
+        key: key.pointee, value: value.pointee, metadata: metadata,
+        recency: recency.pointee.load(ordering: .relaxed), slot: slot, version: version,
+        older: older, memory: memory)
     }
     return _Node.make(
       key: key.pointee, value: value.pointee, version: version, older: older, memory: memory)
@@ -145,6 +198,7 @@ struct _Node<Key: Hashable, Value> {
   @inlinable
   func destroyContents() {
     if !isTombstone { value.deinitialize(count: 1) }
+    if hasMetadata { recency.deinitialize(count: 1) }
     key.deinitialize(count: 1)
   }
 
@@ -170,6 +224,52 @@ struct _Node<Key: Hashable, Value> {
 
   @inlinable @inline(__always)
   var isTombstone: Bool { stamp & _Node.tombstoneFlag != 0 }
+
+  /// Whether the node carries metadata (a node with a value, in a store with a policy).
+  @inlinable @inline(__always)
+  var hasMetadata: Bool { stamp & _Node.metadataFlag != 0 }
+
+  /// The size of the node's block.
+  @inlinable
+  var byteCount: Int {
+    isTombstone
+      ? _Node.tombstoneSize : hasMetadata ? _Node.metadataNodeSize : _Node.valueNodeSize
+  }
+
+  /// The node's metadata; only on a node that ``hasMetadata``.
+  @inlinable @inline(__always)
+  var metadata: _EntryMetadata {
+    let base = raw + _Node.metadataOffset
+    return _EntryMetadata(
+      writtenAt: base.load(as: Int64.self), expiresAt: base.load(fromByteOffset: 8, as: Int64.self),
+      cost: base.load(fromByteOffset: 16, as: Int.self))
+  }
+
+  /// When the entry expires (`Int64.max`: never); only on a node that ``hasMetadata``.
+  @inlinable @inline(__always)
+  var expiresAt: Int64 { raw.load(fromByteOffset: _Node.metadataOffset + 8, as: Int64.self) }
+
+  /// The entry's cost; only on a node that ``hasMetadata``.
+  @inlinable @inline(__always)
+  var cost: Int { raw.load(fromByteOffset: _Node.metadataOffset + 16, as: Int.self) }
+
+  /// The entry's recency word (see ``_Recency``); only on a node that ``hasMetadata``.
+  @inlinable @inline(__always)
+  var recency: UnsafeMutablePointer<Atomic<UInt32>> {
+    (raw + _Node.metadataOffset + 24).assumingMemoryBound(to: Atomic<UInt32>.self)
+  }
+
+  /// The entry's position in the table's ring; only on a node that ``hasMetadata``. The
+  /// writer's only.
+  @inlinable @inline(__always)
+  var slot: Int {
+    get { Int(raw.load(fromByteOffset: _Node.metadataOffset + 28, as: UInt32.self)) }
+    nonmutating set {
+      raw.storeBytes(
+        of: UInt32(truncatingIfNeeded: newValue), toByteOffset: _Node.metadataOffset + 28,
+        as: UInt32.self)
+    }
+  }
 
   @inlinable @inline(__always)
   var key: UnsafeMutablePointer<Key> {
@@ -199,4 +299,42 @@ struct _Node<Key: Hashable, Value> {
 @inlinable @inline(__always)
 func _roundUp(_ value: Int, toMultipleOf alignment: Int) -> Int {
   (value + alignment - 1) & ~(alignment - 1)
+}
+
+/// What the policy knows about an entry, kept in its node: times are nanoseconds since the
+/// store's origin.
+@usableFromInline
+struct _EntryMetadata {
+  @usableFromInline var writtenAt: Int64
+  /// `Int64.max`: never.
+  @usableFromInline var expiresAt: Int64
+  @usableFromInline var cost: Int
+
+  @inlinable
+  init(writtenAt: Int64, expiresAt: Int64, cost: Int) {
+    self.writtenAt = writtenAt
+    self.expiresAt = expiresAt
+    self.cost = cost
+  }
+}
+
+/// The recency word of an entry: a 2-bit CLOCK counter (bits 0–1) and the second of the last
+/// read, plus one (bits 2–31; 0: never read while read times were kept).
+@usableFromInline
+enum _Recency {
+  /// The word after a read at `tick` (0 while no read times are kept): the counter raised,
+  /// to at most 3.
+  @inlinable @inline(__always)
+  static func read(_ word: UInt32, tick: UInt32) -> UInt32 {
+    let counter = word & 3
+    let time = tick == 0 ? word & ~3 : tick << 2
+    return time | (counter == 3 ? 3 : counter + 1)
+  }
+
+  /// The word a rewrite of the entry starts with: a rewrite is a use, so the counter is at
+  /// least 1; the last read time is kept.
+  @inlinable @inline(__always)
+  static func rewritten(_ word: UInt32) -> UInt32 {
+    word & 3 == 0 ? word | 1 : word
+  }
 }

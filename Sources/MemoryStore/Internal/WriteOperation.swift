@@ -9,9 +9,6 @@ enum _WriteOperation<Key: Hashable, Value> {
   case merge([Key: Value])
   case removeKeys([Key])
   case removeAll
-  /// A write of a store with an eviction policy: the expired keys removed first, then the
-  /// write itself, then the keys evicted to respect the limits, as one atomic write.
-  indirect case compound(expired: [Key], _WriteOperation<Key, Value>?, evicted: [Key])
 
   /// Stages the write on `table` (write lock held); ``_ConcurrentTable/publish()`` then makes
   /// it visible.
@@ -38,16 +35,6 @@ enum _WriteOperation<Key: Hashable, Value> {
       return (changed, nil)
     case .removeAll:
       return (table.stageRemoveAll(), nil)
-    case .compound(let expired, let operation, let evicted):
-      var changed = _WriteOperation.removeKeys(expired).stage(on: table).changed
-      var previous: Value?
-      if let operation {
-        let result = operation.stage(on: table)
-        changed = changed || result.changed
-        previous = result.previous
-      }
-      if _WriteOperation.removeKeys(evicted).stage(on: table).changed { changed = true }
-      return (changed, previous)
     }
   }
 }
@@ -73,6 +60,12 @@ struct _ReadView<Key: Hashable, Value> {
   @inlinable @inline(__always)
   func value(forKey key: Key) -> Value? {
     table._value(forKey: key, hash: key.hashValue, at: version)
+  }
+
+  /// The node holding `key`'s value in this view, or `nil`; valid while the view is.
+  @inlinable @inline(__always)
+  func node(forKey key: Key) -> _Node<Key, Value>? {
+    table._lookup(key, hash: key.hashValue, at: version)
   }
 
   /// The number of entries. O(1) under the write lock; a reader's view counts at its version,

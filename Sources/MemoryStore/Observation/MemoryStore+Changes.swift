@@ -163,10 +163,8 @@ extension MemoryStore {
       if view.count == 0 { return nil }
       tracker.pointee.log.append(.clear(_ClearedContents(table: _table), reason))
       return tracker.pointee.followUp(sealing: true)
-    case .set, .remove, .compound:
-      preconditionFailure(
-        "single-key writes are logged by _perform, compound writes by the policy"
-      )
+    case .set, .remove:
+      preconditionFailure("single-key writes are logged by _perform")
     }
     return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
   }
