@@ -81,7 +81,7 @@ extension StoreContractTests {
       if evicting {
         store = MemoryStore(scheduler: scheduler) { _, value, _ in value % 5 == 0 }
         store.countLimit = keySpace / 2
-        store.costLimit = keySpace
+        store.costLimit = 12
         store.defaultTimeToLive = .milliseconds(20)
       } else {
         store = MemoryStore(scheduler: scheduler)
