@@ -112,6 +112,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
   /// expires. Written under the write lock before the write that needs it is published.
   @usableFromInline let _nextExpiry: Atomic<Int64>
+  /// Whether writes read the clock for entries' times: set, never cleared, once the store has
+  /// a decider (which reads write times) or a default time to live.
+  @usableFromInline let _timesEntries: Atomic<Bool>
   /// The current second since creation, plus one, for reads to record; 0 while no decider
   /// needs read times.
   @usableFromInline let _readTick: Atomic<UInt32>
@@ -142,6 +145,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)
     _readTick = Atomic(0)
+    _timesEntries = Atomic(decider != nil)
     _evictionDecider = decider
     _purgeGate = _PurgeGate()
     _tracker = _UnsafeBox(_ChangeTracker())
@@ -245,12 +249,12 @@ extension MemoryStore {
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
     if _policyActive.load(ordering: .relaxed) {
-      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+      return _performKeyedWithPolicy(key, newValue)
     }
     _writeLock.lock()
     if _policyActive.load(ordering: .relaxed) {
       _writeLock.unlock()
-      return _performWithPolicy(newValue.map { .set(key, $0) } ?? .remove(key), reason: .write)
+      return _performKeyedWithPolicy(key, newValue)
     }
     let previous: Value?
     var followUp: _TrackingFollowUp?

@@ -147,6 +147,7 @@ extension MemoryStore {
     set {
       let now = _clockNanos()
       let activation = _writeLock.withLock {
+        if newValue != nil { _timesEntries.store(true, ordering: .relaxed) }
         _policy.pointer.pointee.defaultTimeToLive = newValue
         return _activatePolicyLocked(now: now)
       }
@@ -177,8 +178,7 @@ extension MemoryStore {
   public func setValue(
     _ value: Value, forKey key: Key, cost: Int = 0, timeToLive: Duration? = nil
   ) -> Value? {
-    _performWithPolicy(.set(key, value), reason: .write, cost: cost, timeToLive: timeToLive)
-      .previous
+    _performKeyedWithPolicy(key, value, cost: cost, timeToLive: timeToLive).previous
   }
 
   /// What ``handleMemoryPressure(_:)`` frees. Thread-safe.
@@ -305,20 +305,89 @@ extension MemoryStore {
   /// Performs `operation` through the policy, activating it first if needed.
   @inlinable
   func _performWithPolicy(
-    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason, cost: Int = 0,
-    timeToLive: Duration? = nil
+    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason
   ) -> (changed: Bool, previous: Value?) {
-    // Read the clock before locking: the scheduler may be user code.
-    let now = _clockNanos()
-    _writeLock.lock()
-    let activation = _activatePolicyLocked(now: now)
-    let outcome = _policyWriteLocked(
-      now: now, operation: operation, reason: reason, cost: cost, timeToLive: timeToLive)
-    _writeLock.unlock()
-    _release(activation)
-    let result = (outcome.changed, outcome.previous)
-    _finishPolicyWrite(outcome, now: now)
-    return result
+    var now = _clockForWrite(timeToLive: nil)
+    while true {
+      _writeLock.lock()
+      // A store that started timing entries meanwhile needs the clock, read outside the lock.
+      if now == nil, _needsClockLocked(timeToLive: nil) {
+        _writeLock.unlock()
+        now = _clockNanos()
+        continue
+      }
+      let activation = _activatePolicyLocked(now: now ?? 0)
+      let outcome = _policyWriteLocked(now: now ?? 0, operation: operation, reason: reason)
+      _writeLock.unlock()
+      _release(activation)
+      let result = (outcome.changed, outcome.previous)
+      _finishPolicyWrite(outcome, now: now ?? 0)
+      return result
+    }
+  }
+
+  /// Sets (`newValue` non-`nil`) or removes `key` through the policy: the policy store's
+  /// commonest write, without wrapping it in an operation.
+  @inlinable
+  func _performKeyedWithPolicy(
+    _ key: Key, _ newValue: Value?, cost: Int = 0, timeToLive: Duration? = nil
+  ) -> (changed: Bool, previous: Value?) {
+    var now = _clockForWrite(timeToLive: timeToLive)
+    while true {
+      _writeLock.lock()
+      if now == nil, _needsClockLocked(timeToLive: timeToLive) {
+        _writeLock.unlock()
+        now = _clockNanos()
+        continue
+      }
+      let activation = _activatePolicyLocked(now: now ?? 0)
+      var write = _beginPolicyWriteLocked(now: now ?? 0, reason: .write)
+      var protected = 0
+      if let newValue {
+        let applied = write.set(
+          key, newValue, _entryMetadataLocked(now: now ?? 0, cost: cost, timeToLive: timeToLive))
+        write.outcome.previous = applied.previous
+        protected = applied.node.bits
+      } else {
+        write.outcome.previous = write.remove(key, reason: .write)
+      }
+      let outcome = _endPolicyWriteLocked(&write, protecting: protected)
+      _writeLock.unlock()
+      _release(activation)
+      let result = (outcome.changed, outcome.previous)
+      _finishPolicyWrite(outcome, now: now ?? 0)
+      return result
+    }
+  }
+
+  /// The time a write through the policy runs at, read before locking (the scheduler may be
+  /// user code), or `nil` when no entry's time matters: no decider (which reads write times),
+  /// no time to live given or by default, and no entry that expires. Then the entry's times
+  /// are 0, which nothing reads.
+  @inlinable @inline(__always)
+  func _clockForWrite(timeToLive: Duration?) -> Int64? {
+    if timeToLive == nil && !_timesEntries.load(ordering: .relaxed)
+      && _nextExpiry.load(ordering: .relaxed) == .max
+    {
+      return nil
+    }
+    return _clockNanos()
+  }
+
+  /// Whether a write that did not read the clock needs it after all (write lock held): the
+  /// store started timing entries after the write looked, or an entry expires.
+  @inlinable @inline(__always)
+  func _needsClockLocked(timeToLive: Duration?) -> Bool {
+    _timesEntries.load(ordering: .relaxed) || _nextExpiry.load(ordering: .relaxed) != .max
+  }
+
+  /// The metadata of an entry written at `now` (write lock held).
+  @inlinable @inline(__always)
+  func _entryMetadataLocked(now: Int64, cost: Int, timeToLive: Duration?) -> _EntryMetadata {
+    let lifetime = timeToLive ?? _policy.pointer.pointee.defaultTimeToLive
+    return _EntryMetadata(
+      writtenAt: now, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
+      cost: cost)
   }
 
   /// Makes every entry carry metadata from now on (write lock held). O(*n*) the first time:
@@ -341,26 +410,11 @@ extension MemoryStore {
   @inlinable
   func _policyWriteLocked(
     now: Int64, operation: _WriteOperation<Key, Value>?, reason: ChangeReason = .write,
-    cost: Int = 0, timeToLive: Duration? = nil,
     requested: [(key: Key, version: UInt64)] = [], requestedReason: EvictionReason = .decider,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
-    let policy = _policy.pointer
-    var write = _PolicyWrite(store: self, now: now, reason: reason)
-    // 1. Expired entries, earliest first, a bounded number per write.
-    while write.expiredKeys.count < Self._expiryChunk,
-      let slot = policy.pointee.expiredSlot(now: now),
-      let node = _table.ringNode(at: slot)
-    {
-      let key = node.key.pointee
-      write.expiredKeys.append(key)
-      write.remove(key, reason: .expired)
-    }
-    // 2. The write itself.
-    let lifetime = timeToLive ?? policy.pointee.defaultTimeToLive
-    let metadata = _EntryMetadata(
-      writtenAt: now, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
-      cost: cost)
+    var write = _beginPolicyWriteLocked(now: now, reason: reason)
+    let metadata = _entryMetadataLocked(now: now, cost: 0, timeToLive: nil)
     var protected = 0
     switch operation {
     case .set(let key, let value):
@@ -376,8 +430,7 @@ extension MemoryStore {
     case .remove(let key):
       write.outcome.previous = write.remove(key, reason: reason)
     case .merge(let entries):
-      let batch = _EntryMetadata(writtenAt: now, expiresAt: metadata.expiresAt, cost: 0)
-      for (key, value) in entries { _ = write.set(key, value, batch) }
+      for (key, value) in entries { _ = write.set(key, value, metadata) }
     case .removeKeys(let keys):
       for key in keys { _ = write.remove(key, reason: reason) }
     case .removeAll:
@@ -385,14 +438,44 @@ extension MemoryStore {
     case nil:
       break
     }
-    // 3. Entries a purge chose, if their value is still the one it judged.
+    // Entries a purge chose, if their value is still the one it judged.
     for (key, version) in requested {
       guard let node = _table.stagedNode(forKey: key), node.version == version else { continue }
       write.outcome.removed[key] = node.value.pointee
       _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false)
-      policy.pointee.evictions[requestedReason] += 1
+      _policy.pointer.pointee.evictions[requestedReason] += 1
     }
-    // 4. The limits.
+    return _endPolicyWriteLocked(
+      &write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
+      maximumEvictions: maximumEvictions)
+  }
+
+  /// Starts a write through the policy (write lock held): removes the entries that have
+  /// expired by `now`, earliest first, a bounded number per write.
+  @inlinable @inline(__always)
+  func _beginPolicyWriteLocked(now: Int64, reason: ChangeReason) -> _PolicyWrite<Key, Value> {
+    var write = _PolicyWrite(store: self, now: now, reason: reason)
+    let policy = _policy.pointer
+    while write.expiredKeys.count < Self._expiryChunk,
+      let slot = policy.pointee.expiredSlot(now: now),
+      let node = _table.ringNode(at: slot)
+    {
+      let key = node.key.pointee
+      write.expiredKeys.append(key)
+      write.remove(key, reason: .expired)
+    }
+    return write
+  }
+
+  /// Ends a write through the policy (write lock held): evicts to stay within the limits
+  /// (times `trimFraction`), never the node `protected` unless it is the only entry, and
+  /// publishes.
+  @inlinable @inline(__always)
+  func _endPolicyWriteLocked(
+    _ write: inout _PolicyWrite<Key, Value>, protecting protected: Int,
+    trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
+  ) -> _PolicyOutcome {
+    let policy = _policy.pointer
     var evictions = 0
     while evictions < maximumEvictions,
       let over = policy.pointee.isOverLimits(count: _table.stagedCount, fraction: trimFraction),
@@ -403,7 +486,9 @@ extension MemoryStore {
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
     }
-    policy.pointee.evictions[.expired] += UInt64(write.expiredKeys.count)
+    if !write.expiredKeys.isEmpty {
+      policy.pointee.evictions[.expired] += UInt64(write.expiredKeys.count)
+    }
     policy.pointee.packRingIfSparse(_table)
     return write.finish()
   }
@@ -492,7 +577,8 @@ extension MemoryStore {
 /// on the table, keeps the policy's totals and logs it for change batches in the same step.
 @usableFromInline
 struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
-  @usableFromInline let store: MemoryStore<Key, Value>
+  // Safe: a write lives only inside a method of the store it writes, which keeps it alive.
+  @usableFromInline unowned(unsafe) let store: MemoryStore<Key, Value>
   @usableFromInline let now: Int64
   @usableFromInline let reason: ChangeReason
   @usableFromInline var outcome = MemoryStore<Key, Value>._PolicyOutcome()
