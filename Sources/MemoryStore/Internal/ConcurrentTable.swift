@@ -491,12 +491,12 @@ extension _ConcurrentTable {
     _ key: Key, _ value: Value, metadata: _EntryMetadata?, replacing old: _Node<Key, Value>?,
     version: UInt64
   ) -> _Node<Key, Value> {
-    guard let metadata else {
+    let writer = _writer.pointer
+    guard let metadata = metadata ?? _defaultMetadata else {
       return _Node.make(
         key: key, value: value, version: version, older: old?.bits ?? 0,
         memory: _spareValueNode())
     }
-    let writer = _writer.pointer
     let memory = _spare(tombstone: false, size: _Node<Key, Value>.metadataNodeSize)
     if let old, old.hasMetadata {
       let node = _Node.make(
@@ -518,6 +518,14 @@ extension _ConcurrentTable {
       older: old?.bits ?? 0, memory: memory)
     writer.pointee.ring[position] = node.bits
     return node
+  }
+
+  /// The metadata of a node written without any while nodes carry metadata (so that every
+  /// entry has some), or `nil`. Write lock held.
+  @inlinable @inline(__always)
+  var _defaultMetadata: _EntryMetadata? {
+    _writer.pointer.pointee.carriesMetadata
+      ? _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0) : nil
   }
 
   /// Stages `key` → `value` only if `key` is absent; returns the value present otherwise.
