@@ -76,7 +76,8 @@ extension MemoryStore {
           expiring += 1
           let index = Int(policy.heapIndex[position])
           if index < 0 || index >= policy.expiries.count
-            || policy.expiries[index] != (node.expiresAt, position)
+            || policy.expiries[index].slot != position
+            || policy.expiries[index].deadline > node.expiresAt
           {
             return "the expiry heap has no item for \(node.key.pointee)"
           }

@@ -103,6 +103,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _scheduler: any StoreScheduler
   /// The scheduler's time at creation: policy times are nanoseconds since then.
   @usableFromInline let _origin: ContinuousClock.Instant
+  /// With the system scheduler, the system clock's reading at `_origin`, in nanoseconds, so
+  /// that the store reads that clock directly (see `_SystemClock`); otherwise 0.
+  @usableFromInline let _systemOrigin: Int64
   /// Whether writes go through the eviction policy. Set once, under the write lock, never
   /// cleared; writers read it before locking to read the clock outside the lock, and again
   /// under the lock.
@@ -141,6 +144,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     self.name = name
     _scheduler = scheduler
     _origin = scheduler.now
+    _systemOrigin =
+      type(of: scheduler) == DispatchScheduler.self && _SystemClock.isAvailable
+      ? _SystemClock.nanoseconds - (ContinuousClock.now - _origin).nanoseconds : 0
     _policyActive = Atomic(false)
     _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)

@@ -457,8 +457,7 @@ extension MemoryStore {
     var write = _PolicyWrite(store: self, now: now, reason: reason)
     let policy = _policy.pointer
     while write.expiredKeys.count < Self._expiryChunk,
-      let slot = policy.pointee.expiredSlot(now: now),
-      let node = _table.ringNode(at: slot)
+      let node = policy.pointee.takeExpired(_table, now: now)
     {
       let key = node.key.pointee
       write.expiredKeys.append(key)
@@ -679,7 +678,14 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
       policy.pointee.sweepArmedFor = nextExpiry
       outcome.armSweepAt = nextExpiry
     }
-    guard outcome.changed else { return outcome }
+    guard outcome.changed else {
+      // Nothing to publish; the earliest deadline may have moved back (items that surfaced
+      // early sank), and no entry expires before it.
+      if nextExpiry != store._nextExpiry.load(ordering: .relaxed) {
+        store._nextExpiry.store(nextExpiry, ordering: .releasing)
+      }
+      return outcome
+    }
     let tracker = store._tracker.pointer
     if cleared {
       outcome.followUp = tracker.pointee.followUp(sealing: true)
@@ -795,7 +801,8 @@ extension MemoryStore {
   /// The scheduler's time, in nanoseconds since the store was created.
   @inlinable
   func _clockNanos() -> Int64 {
-    (_scheduler.now - _origin).nanoseconds
+    if _systemOrigin != 0 { return _SystemClock.nanoseconds - _systemOrigin }
+    return (_scheduler.now - _origin).nanoseconds
   }
 
   func _instant(_ nanos: Int64) -> ContinuousClock.Instant {

@@ -21,7 +21,9 @@ struct _Policy {
   @usableFromInline var costLimit = 0
   @usableFromInline var defaultTimeToLive: Duration?
   /// A min-heap of the deadlines of the entries that have one, with their ring positions:
-  /// exactly one item per such entry.
+  /// exactly one item per such entry. An item's deadline is at or before its entry's (a
+  /// rewrite that pushes the deadline back leaves the item alone, so that it costs O(1)); an
+  /// item that surfaces early takes its entry's deadline and sinks again.
   @usableFromInline var expiries: [(deadline: Int64, slot: Int)] = []
   /// The index in `expiries` of the item of the entry at each ring position (meaningful only
   /// for entries with a deadline).
@@ -45,19 +47,20 @@ struct _Policy {
 
   /// Counts `new`, which the write lock holder just staged in place of `old` (`nil`, a
   /// tombstone, or the entry's previous node, at the same ring position).
+  ///
+  /// - Complexity: O(1), unless the deadline is removed or brought forward (O(log *n*)).
   @inlinable @inline(__always)
   mutating func track<Key, Value>(_ new: _Node<Key, Value>, replacing old: _Node<Key, Value>?) {
     let deadline = new.expiresAt
     if let old, !old.isTombstone, old.hasMetadata {
       totalCost += new.cost - old.cost
-      let oldDeadline = old.expiresAt
-      if oldDeadline != .max {
+      if old.expiresAt != .max {
         let index = Int(heapIndex[new.slot])
         if deadline == .max {
           removeExpiry(at: index)
-        } else {
+        } else if deadline < expiries[index].deadline {
           expiries[index].deadline = deadline
-          if deadline < oldDeadline { siftUp(index) } else { siftDown(index) }
+          siftUp(index)
         }
         return
       }
@@ -106,16 +109,29 @@ struct _Policy {
 
   // MARK: Expiry
 
-  /// The earliest deadline of an entry, or `Int64.max`.
+  /// The earliest deadline of an entry or earlier (see `expiries`), or `Int64.max`.
   @inlinable
   var nextExpiry: Int64 { expiries.first?.deadline ?? .max }
 
-  /// The ring position of an entry whose deadline is at or before `now`, the earliest, if
-  /// any; the caller removes it (which removes its item).
+  /// The entry whose deadline is the earliest, if it is at or before `now`; the caller
+  /// removes it (which removes its item). Items that surfaced early sink to their entry's
+  /// deadline on the way, at most `limit` of them.
   @inlinable
-  func expiredSlot(now: Int64) -> Int? {
-    guard let top = expiries.first, top.deadline <= now else { return nil }
-    return top.slot
+  mutating func takeExpired<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, now: Int64, limit: Int = 512
+  ) -> _Node<Key, Value>? {
+    var sunk = 0
+    while let top = expiries.first, top.deadline <= now {
+      // Safe: every item names the ring position of a live entry with a deadline.
+      let node = table.ringNode(at: top.slot).unsafelyUnwrapped
+      let deadline = node.expiresAt
+      if deadline <= now { return node }
+      guard sunk < limit else { return nil }
+      sunk += 1
+      expiries[0].deadline = deadline
+      siftDown(0)
+    }
+    return nil
   }
 
   @inlinable
