@@ -123,6 +123,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _readTick: Atomic<UInt32>
   /// The eviction decider given at creation.
   let _evictionDecider: EvictionDecider?
+  /// Whether entries keep their write time: only a decider reads it.
+  @usableFromInline let _keepsWriteTimes: Bool
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
 
@@ -153,6 +155,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _readTick = Atomic(0)
     _timesEntries = Atomic(decider != nil)
     _evictionDecider = decider
+    _keepsWriteTimes = decider != nil
     _purgeGate = _PurgeGate()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())

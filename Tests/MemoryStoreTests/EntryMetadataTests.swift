@@ -110,6 +110,36 @@ import Testing
     table._checkInvariants()
   }
 
+  @Test func aNodeStoresOnlyTheMetadataThatDiffersFromTheDefaults() {
+    let table = _ConcurrentTable<Int, Int>()
+    table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+    let writer = Writer(table: table)
+    var key = 0
+    for expiresAt: Int64 in [.max, 5] {
+      for cost in [0, -7, 7] {
+        for writtenAt: Int64 in [0, 9] {
+          key += 1
+          var node: _Node<Int, Int>?
+          writer.commit {
+            node =
+              table.stageSet(
+                key, key,
+                metadata: _EntryMetadata(writtenAt: writtenAt, expiresAt: expiresAt, cost: cost)
+              ).new
+          }
+          let stored = node!
+          #expect(stored.value.pointee == key)
+          #expect(stored.expiresAt == expiresAt)
+          #expect(stored.cost == cost)
+          #expect(stored.writtenAt == writtenAt)
+          let fields = (expiresAt != .max ? 1 : 0) + (cost != 0 ? 1 : 0) + (writtenAt != 0 ? 1 : 0)
+          #expect(stored.byteCount == _Node<Int, Int>.metadataOffset + 8 + 8 * fields)
+        }
+      }
+    }
+    table._checkInvariants()
+  }
+
   @Test func aSparseRingIsPackedWithEveryEntryRenumbered() {
     let table = _ConcurrentTable<Int, Int>()
     table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))

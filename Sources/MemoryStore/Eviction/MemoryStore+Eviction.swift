@@ -381,12 +381,13 @@ extension MemoryStore {
     _timesEntries.load(ordering: .relaxed) || _nextExpiry.load(ordering: .relaxed) != .max
   }
 
-  /// The metadata of an entry written at `now` (write lock held).
+  /// The metadata of an entry written at `now` (write lock held). The write time is kept
+  /// only for a decider, the one reader of it.
   @inlinable @inline(__always)
   func _entryMetadataLocked(now: Int64, cost: Int, timeToLive: Duration?) -> _EntryMetadata {
     let lifetime = timeToLive ?? _policy.pointer.pointee.defaultTimeToLive
     return _EntryMetadata(
-      writtenAt: now, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
+      writtenAt: _keepsWriteTimes ? now : 0, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
       cost: cost)
   }
 
@@ -397,7 +398,8 @@ extension MemoryStore {
   @inlinable
   func _activatePolicyLocked(now: Int64) -> _TableGarbage? {
     guard !_policyActive.load(ordering: .relaxed) else { return nil }
-    _table.startCarryingMetadata(_EntryMetadata(writtenAt: now, expiresAt: .max, cost: 0))
+    _table.startCarryingMetadata(
+      _EntryMetadata(writtenAt: _keepsWriteTimes ? now : 0, expiresAt: .max, cost: 0))
     _policyActive.store(true, ordering: .relaxed)
     return _table.publish()
   }

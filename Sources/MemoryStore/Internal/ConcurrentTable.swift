@@ -497,7 +497,9 @@ extension _ConcurrentTable {
         key: key, value: value, version: version, older: old?.bits ?? 0,
         memory: _spareValueNode())
     }
-    let memory = _spare(tombstone: false, size: _Node<Key, Value>.metadataNodeSize)
+    let memory = _spare(
+      tombstone: false,
+      size: _Node<Key, Value>.metadataNodeSize(flags: _Node<Key, Value>.flags(for: metadata)))
     if let old, old.hasMetadata {
       let node = _Node.make(
         key: key, value: value, metadata: metadata,

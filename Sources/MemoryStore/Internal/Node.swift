@@ -24,15 +24,16 @@ import Synchronization
 ///
 /// In a store with an eviction policy, limits or expiry, a node holding a value carries the
 /// entry's metadata after the value (its stamp has ``metadataFlag``), so that the policy finds
-/// it with the entry rather than in a table of its own:
+/// it with the entry rather than in a table of its own. Only what differs from the default is
+/// stored, so a feature costs memory only for the entries that use it:
 ///
-/// | offset from `metadataOffset` | field | mutability |
-/// |---|---|---|
-/// | 0 | `writtenAt`, nanoseconds since the store's origin | immutable once linked |
-/// | 8 | `expiresAt` (`Int64.max`: never) | immutable once linked |
-/// | 16 | `cost` | immutable once linked |
-/// | 24 | `recency`: a 2-bit CLOCK counter and, above it, the second of the last read | atomic; readers raise it, the writer lowers it |
-/// | 28 | `slot`: the entry's position in the table's ring | the writer's only; readers never read it |
+/// | offset from `metadataOffset` | field | present | mutability |
+/// |---|---|---|---|
+/// | 0 | `recency`: a 2-bit CLOCK counter and, above it, the second of the last read | always | atomic; readers raise it, the writer lowers it |
+/// | 4 | `slot`: the entry's position in the table's ring | always | the writer's only; readers never read it |
+/// | 8… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
+/// | then | `cost` (absent: 0) | ``costFlag`` | immutable once linked |
+/// | then | `writtenAt`, nanoseconds since the store's origin (absent: 0) | ``writtenAtFlag`` | immutable once linked |
 @usableFromInline
 struct _Node<Key: Hashable, Value> {
   @usableFromInline let raw: UnsafeMutableRawPointer
@@ -75,13 +76,32 @@ struct _Node<Key: Hashable, Value> {
   @inlinable @inline(__always)
   static var metadataFlag: UInt64 { 2 }
 
+  /// The stamp flags of the optional metadata fields, in their order in the node.
+  @inlinable @inline(__always)
+  static var expiryFlag: UInt64 { 4 }
+  @inlinable @inline(__always)
+  static var costFlag: UInt64 { 8 }
+  @inlinable @inline(__always)
+  static var writtenAtFlag: UInt64 { 16 }
+
   /// Where the metadata of a node that carries it starts.
   @inlinable @inline(__always)
-  static var metadataOffset: Int { _roundUp(valueOffset + MemoryLayout<Value>.size, toMultipleOf: 8) }
+  static var metadataOffset: Int {
+    _roundUp(valueOffset + MemoryLayout<Value>.size, toMultipleOf: 8)
+  }
 
-  /// The size of a node holding a value and metadata.
+  /// The stamp flags of a node carrying `metadata`: which optional fields it stores.
   @inlinable @inline(__always)
-  static var metadataNodeSize: Int { metadataOffset + 32 }
+  static func flags(for metadata: _EntryMetadata) -> UInt64 {
+    metadataFlag | (metadata.expiresAt != .max ? expiryFlag : 0)
+      | (metadata.cost != 0 ? costFlag : 0) | (metadata.writtenAt != 0 ? writtenAtFlag : 0)
+  }
+
+  /// The size of a node holding a value and metadata with the stamp flags `flags`.
+  @inlinable @inline(__always)
+  static func metadataNodeSize(flags: UInt64) -> Int {
+    metadataOffset + 8 + 8 * (flags >> 2 & 7).nonzeroBitCount
+  }
 
   // MARK: Making and destroying
 
@@ -107,23 +127,31 @@ struct _Node<Key: Hashable, Value> {
   }
 
   /// A node holding `value` and `metadata`, not linked yet, in `memory` (a spare block of at
-  /// least ``metadataNodeSize`` bytes) or in a new allocation.
+  /// least ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
   @inlinable
   static func make(
     key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int,
     version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
+    let flags = self.flags(for: metadata)
     let node = allocate(
-      byteCount: metadataNodeSize, version: version, flags: metadataFlag, older: older,
+      byteCount: metadataNodeSize(flags: flags), version: version, flags: flags, older: older,
       memory: memory)
     node.key.initialize(to: key)
     node.value.initialize(to: value)
     let base = node.raw + metadataOffset
-    base.storeBytes(of: metadata.writtenAt, as: Int64.self)
-    base.storeBytes(of: metadata.expiresAt, toByteOffset: 8, as: Int64.self)
-    base.storeBytes(of: metadata.cost, toByteOffset: 16, as: Int.self)
-    (base + 24).bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(recency))
+    base.bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(recency))
     node.slot = slot
+    var field = base + 8
+    if flags & expiryFlag != 0 {
+      field.storeBytes(of: metadata.expiresAt, as: Int64.self)
+      field += 8
+    }
+    if flags & costFlag != 0 {
+      field.storeBytes(of: metadata.cost, as: Int.self)
+      field += 8
+    }
+    if flags & writtenAtFlag != 0 { field.storeBytes(of: metadata.writtenAt, as: Int64.self) }
     return node
   }
 
@@ -233,40 +261,61 @@ struct _Node<Key: Hashable, Value> {
   @inlinable
   var byteCount: Int {
     isTombstone
-      ? _Node.tombstoneSize : hasMetadata ? _Node.metadataNodeSize : _Node.valueNodeSize
+      ? _Node.tombstoneSize
+      : hasMetadata ? _Node.metadataNodeSize(flags: stamp) : _Node.valueNodeSize
   }
 
   /// The node's metadata; only on a node that ``hasMetadata``.
   @inlinable @inline(__always)
   var metadata: _EntryMetadata {
-    let base = raw + _Node.metadataOffset
-    return _EntryMetadata(
-      writtenAt: base.load(as: Int64.self), expiresAt: base.load(fromByteOffset: 8, as: Int64.self),
-      cost: base.load(fromByteOffset: 16, as: Int.self))
+    _EntryMetadata(writtenAt: writtenAt, expiresAt: expiresAt, cost: cost)
+  }
+
+  /// Where the optional metadata field `flag` is, given the stamp.
+  @inlinable @inline(__always)
+  func _field(_ flag: UInt64, stamp: UInt64) -> UnsafeMutableRawPointer {
+    raw + _Node.metadataOffset + 8 + 8 * (stamp & (flag &- 1) & 0b11100).nonzeroBitCount
   }
 
   /// When the entry expires (`Int64.max`: never); only on a node that ``hasMetadata``.
   @inlinable @inline(__always)
-  var expiresAt: Int64 { raw.load(fromByteOffset: _Node.metadataOffset + 8, as: Int64.self) }
+  var expiresAt: Int64 {
+    let stamp = self.stamp
+    guard stamp & _Node.expiryFlag != 0 else { return .max }
+    return _field(_Node.expiryFlag, stamp: stamp).load(as: Int64.self)
+  }
 
   /// The entry's cost; only on a node that ``hasMetadata``.
   @inlinable @inline(__always)
-  var cost: Int { raw.load(fromByteOffset: _Node.metadataOffset + 16, as: Int.self) }
+  var cost: Int {
+    let stamp = self.stamp
+    guard stamp & _Node.costFlag != 0 else { return 0 }
+    return _field(_Node.costFlag, stamp: stamp).load(as: Int.self)
+  }
+
+  /// When the entry was written, in nanoseconds since the store's origin; only on a node that
+  /// ``hasMetadata``.
+  @inlinable @inline(__always)
+  var writtenAt: Int64 {
+    let stamp = self.stamp
+    guard stamp & _Node.writtenAtFlag != 0 else { return 0 }
+    return _field(_Node.writtenAtFlag, stamp: stamp).load(as: Int64.self)
+  }
 
   /// The entry's recency word (see ``_Recency``); only on a node that ``hasMetadata``.
   @inlinable @inline(__always)
   var recency: UnsafeMutablePointer<Atomic<UInt32>> {
-    (raw + _Node.metadataOffset + 24).assumingMemoryBound(to: Atomic<UInt32>.self)
+    (raw + _Node.metadataOffset).assumingMemoryBound(to: Atomic<UInt32>.self)
   }
 
   /// The entry's position in the table's ring; only on a node that ``hasMetadata``. The
   /// writer's only.
   @inlinable @inline(__always)
   var slot: Int {
-    get { Int(raw.load(fromByteOffset: _Node.metadataOffset + 28, as: UInt32.self)) }
+    get { Int(raw.load(fromByteOffset: _Node.metadataOffset + 4, as: UInt32.self)) }
     nonmutating set {
       raw.storeBytes(
-        of: UInt32(truncatingIfNeeded: newValue), toByteOffset: _Node.metadataOffset + 28,
+        of: UInt32(truncatingIfNeeded: newValue), toByteOffset: _Node.metadataOffset + 4,
         as: UInt32.self)
     }
   }
