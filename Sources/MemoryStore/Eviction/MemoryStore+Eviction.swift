@@ -297,7 +297,7 @@ extension MemoryStore {
     /// Arm the expiry timer for this deadline.
     @usableFromInline var armSweepAt: Int64?
     /// The entries removed at the caller's request (a purge's).
-    @usableFromInline var removed: [Key: Value] = [:]
+    @usableFromInline var removed: [Key: Value]?
 
     @inlinable init() {}
   }
@@ -415,7 +415,8 @@ extension MemoryStore {
     requested: [(key: Key, version: UInt64)] = [], requestedReason: EvictionReason = .decider,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
-    var write = _beginPolicyWriteLocked(now: now, reason: reason)
+    var write = _beginPolicyWriteLocked(
+      now: now, reason: reason, collectsExpiredKeys: operation?.isRemoveAll ?? false)
     let metadata = _entryMetadataLocked(now: now, cost: 0, timeToLive: nil)
     var protected = 0
     switch operation {
@@ -441,11 +442,17 @@ extension MemoryStore {
       break
     }
     // Entries a purge chose, if their value is still the one it judged.
-    for (key, version) in requested {
-      guard let node = _table.stagedNode(forKey: key), node.version == version else { continue }
-      write.outcome.removed[key] = node.value.pointee
-      _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false)
-      _policy.pointer.pointee.evictions[requestedReason] += 1
+    if !requested.isEmpty {
+      var removed: [Key: Value] = [:]
+      for (key, version) in requested {
+        guard let node = _table.stagedNode(forKey: key), node.version == version else {
+          continue
+        }
+        removed[key] = node.value.pointee
+        _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false)
+        _policy.pointer.pointee.evictions[requestedReason] += 1
+      }
+      write.outcome.removed = removed
     }
     return _endPolicyWriteLocked(
       &write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
@@ -455,15 +462,17 @@ extension MemoryStore {
   /// Starts a write through the policy (write lock held): removes the entries that have
   /// expired by `now`, earliest first, a bounded number per write.
   @inlinable @inline(__always)
-  func _beginPolicyWriteLocked(now: Int64, reason: ChangeReason) -> _PolicyWrite<Key, Value> {
-    var write = _PolicyWrite(store: self, now: now, reason: reason)
+  func _beginPolicyWriteLocked(
+    now: Int64, reason: ChangeReason, collectsExpiredKeys: Bool = false
+  ) -> _PolicyWrite<Key, Value> {
+    var write = _PolicyWrite(
+      store: self, now: now, reason: reason, collectsExpiredKeys: collectsExpiredKeys)
     let policy = _policy.pointer
-    while write.expiredKeys.count < Self._expiryChunk,
+    guard policy.pointee.nextExpiry <= now else { return write }
+    while write.expiredCount < Self._expiryChunk,
       let node = policy.pointee.takeExpired(_table, now: now)
     {
-      let key = node.key.pointee
-      write.expiredKeys.append(key)
-      write.remove(key, reason: .expired)
+      write.remove(node.key.pointee, reason: .expired)
     }
     return write
   }
@@ -487,8 +496,8 @@ extension MemoryStore {
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
     }
-    if !write.expiredKeys.isEmpty {
-      policy.pointee.evictions[.expired] += UInt64(write.expiredKeys.count)
+    if write.expiredCount > 0 {
+      policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
     policy.pointee.packRingIfSparse(_table)
     return write.finish()
@@ -583,17 +592,22 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
   @usableFromInline let now: Int64
   @usableFromInline let reason: ChangeReason
   @usableFromInline var outcome = MemoryStore<Key, Value>._PolicyOutcome()
-  /// The keys removed because they expired, in order.
-  @usableFromInline var expiredKeys: [Key] = []
+  /// The number of entries removed because they expired.
+  @usableFromInline var expiredCount = 0
+  /// Those entries' keys, if the write collects them (a clear logs the contents without them).
+  @usableFromInline var expiredKeys: [Key]?
   /// Whether the write emptied the store (its log entry is sealed at once).
   @usableFromInline var cleared = false
   @usableFromInline let logged: Int
 
   @inlinable
-  init(store: MemoryStore<Key, Value>, now: Int64, reason: ChangeReason) {
+  init(
+    store: MemoryStore<Key, Value>, now: Int64, reason: ChangeReason, collectsExpiredKeys: Bool
+  ) {
     self.store = store
     self.now = now
     self.reason = reason
+    if collectsExpiredKeys { expiredKeys = [] }
     logged = store._tracker.pointer.pointee.log.count
   }
 
@@ -602,7 +616,6 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
   mutating func liveNode(_ key: Key) -> _Node<Key, Value>? {
     guard let node = store._table.stagedNode(forKey: key) else { return nil }
     guard node.expiresAt > now else {
-      expiredKeys.append(key)
       remove(key, reason: .expired)
       return nil
     }
@@ -621,8 +634,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
     var previous: Value?
     if let old, !old.isTombstone {
       if old.hasMetadata && old.expiresAt <= now {
-        expiredKeys.append(key)
-        store._logPolicyChange(key, nil, wasPresent: true, .expired)
+        noteExpired(key)
       } else {
         previous = old.value.pointee
       }
@@ -631,18 +643,25 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
     return (previous, node)
   }
 
+  /// Counts and logs the removal of `key` because it expired.
+  @inlinable
+  mutating func noteExpired(_ key: Key) {
+    expiredCount += 1
+    expiredKeys?.append(key)
+    store._logPolicyChange(key, nil, wasPresent: true, .expired)
+  }
+
   /// Stages the removal of `key`; returns the value removed, unless it had expired (then the
-  /// removal is logged as an expiry).
-  /// An eviction (`checksExpiry` false) is logged with its own reason.
+  /// removal is counted and logged as an expiry). An eviction (`checksExpiry` false) is logged
+  /// with its own reason.
   @inlinable @inline(__always)
   @discardableResult
   mutating func remove(_ key: Key, reason: ChangeReason, checksExpiry: Bool = true) -> Value? {
     guard let old = store._table.stageRemoveNode(key) else { return nil }
     store._policy.pointer.pointee.untrack(old)
     outcome.changed = true
-    if checksExpiry && reason != .expired && old.expiresAt <= now {
-      expiredKeys.append(key)
-      store._logPolicyChange(key, nil, wasPresent: true, .expired)
+    if reason == .expired || (checksExpiry && old.expiresAt <= now) {
+      noteExpired(key)
       return nil
     }
     store._logPolicyChange(key, nil, wasPresent: true, reason)
@@ -663,7 +682,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
     if tracker.pointee.isTracking {
       // What readers see now, less the expired entries this write removed first.
       tracker.pointee.log.append(
-        .clear(_ClearedContents(table: table, excluding: expiredKeys), reason))
+        .clear(_ClearedContents(table: table, excluding: expiredKeys ?? []), reason))
       cleared = true
     }
     table.stageRemoveAll()
@@ -765,7 +784,7 @@ extension MemoryStore {
       let outcome = _policyWriteLocked(
         now: now, operation: nil, requested: victims, requestedReason: .decider)
       _writeLock.unlock()
-      evicted.merge(outcome.removed) { _, new in new }
+      evicted.merge(outcome.removed ?? [:]) { _, new in new }
       _finishPolicyWrite(outcome, now: now)
     }
     return evicted

@@ -10,6 +10,13 @@ enum _WriteOperation<Key: Hashable, Value> {
   case removeKeys([Key])
   case removeAll
 
+  /// Whether the operation empties the store.
+  @inlinable
+  var isRemoveAll: Bool {
+    if case .removeAll = self { return true }
+    return false
+  }
+
   /// Stages the write on `table` (write lock held); ``_ConcurrentTable/publish()`` then makes
   /// it visible.
   ///
