@@ -3,10 +3,13 @@ import Synchronization
 /// The net change of one key since the previous batch.
 @usableFromInline
 struct _KeyChange<Value> {
-  /// Whether the key was present when the previous batch was published.
-  @usableFromInline var wasPresent: Bool
+  // The value first: the small fields then fill the padding after it (one change per key
+  // touched is kept until the batch is published, so its size matters).
+
   /// Its value now; `nil` if absent.
   @usableFromInline var current: Value?
+  /// Whether the key was present when the previous batch was published.
+  @usableFromInline var wasPresent: Bool
   /// The reason of its latest change.
   @usableFromInline var reason: ChangeReason
   /// The reason of the change that first removed it since the previous batch, if it was
