@@ -499,7 +499,7 @@ extension MemoryStore {
     if write.expiredCount > 0 {
       policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
-    policy.pointee.packRingIfSparse(_table)
+    policy.pointee.fillRingHoles(_table)
     return write.finish()
   }
 

@@ -86,25 +86,23 @@ struct _Policy {
     heapIndex = []
   }
 
-  /// Packs the table's ring if it is sparse and no purge walks it; rebuilds the expiry heap,
-  /// which refers to ring positions, then. Amortised O(1) per removal.
-  @inlinable
-  mutating func packRingIfSparse<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
-    guard purgesRunning == 0, table.packRingIfSparse() else { return }
-    hand = 0
-    let count = expiries.count
-    expiries = []
-    heapIndex = []
-    guard count > 0 else { return }
-    expiries.reserveCapacity(count)
-    for position in 0..<table.ringCount {
-      if let node = table.ringNode(at: position), node.expiresAt != .max {
-        expiries.append((node.expiresAt, position))
+  /// Fills a few holes of the table's ring with its last entries, unless a purge walks it
+  /// (positions must then stay put); keeps the expiry heap's positions in step. O(1).
+  @inlinable @inline(__always)
+  mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
+    guard purgesRunning == 0 else { return }
+    table.fillRingHoles(limit: 4) { from, to in
+      if hand == from { hand = to }
+      guard !expiries.isEmpty, table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else {
+        return
       }
+      if heapIndex.count <= to {
+        heapIndex.append(contentsOf: repeatElement(-1, count: to + 1 - heapIndex.count))
+      }
+      let index = heapIndex[from]
+      heapIndex[to] = index
+      expiries[Int(index)].slot = to
     }
-    expiries.sort { $0.deadline < $1.deadline }  // A sorted array is a valid min-heap.
-    heapIndex = Array(repeating: -1, count: table.ringCount)
-    for (index, item) in expiries.enumerated() { heapIndex[item.slot] = Int32(index) }
   }
 
   // MARK: Expiry

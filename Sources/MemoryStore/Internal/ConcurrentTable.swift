@@ -195,7 +195,8 @@ struct _TableWriter {
   /// The current node of every entry, by its `slot` (0: a free position): the order the
   /// policy's CLOCK hand walks, and how it and a purge reach entries without hashing.
   @usableFromInline var ring: ContiguousArray<Int> = []
-  /// Free positions of `ring`.
+  /// Free positions of `ring`: every hole once, and maybe positions at or past its end (the
+  /// ring was shortened since), which are skipped when taken.
   @usableFromInline var freeSlots: ContiguousArray<Int> = []
 
   @usableFromInline
@@ -508,13 +509,7 @@ extension _ConcurrentTable {
       writer.pointee.ring[node.slot] = node.bits
       return node
     }
-    let position: Int
-    if let free = writer.pointee.freeSlots.popLast() {
-      position = free
-    } else {
-      position = writer.pointee.ring.count
-      writer.pointee.ring.append(0)
-    }
+    let position = _takeRingPosition()
     let node = _Node.make(
       key: key, value: value, metadata: metadata, recency: 0, slot: position, version: version,
       older: old?.bits ?? 0, memory: memory)
@@ -992,25 +987,41 @@ extension _ConcurrentTable {
     _Node(bits: _writer.pointer.pointee.ring[position])
   }
 
-  /// Packs the ring when more than half of it is free: renumbers every entry's position.
-  /// Returns whether it did (positions held elsewhere are then stale). Write lock held.
-  ///
-  /// - Complexity: O(*n*) when it packs, which is at most once per *n*/2 removals.
-  @inlinable
-  func packRingIfSparse() -> Bool {
+  /// A free ring position for a new entry: a hole, or a new position at the end. Write lock
+  /// held.
+  @inlinable @inline(__always)
+  func _takeRingPosition() -> Int {
     let writer = _writer.pointer
-    let free = writer.pointee.freeSlots.count
-    guard free > 1_024, free * 2 > writer.pointee.ring.count else { return false }
-    var packed = ContiguousArray<Int>()
-    packed.reserveCapacity(writer.pointee.ring.count - free)
-    for bits in writer.pointee.ring where bits != 0 {
-      let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
-      node.slot = packed.count
-      packed.append(bits)
+    while let free = writer.pointee.freeSlots.popLast() {
+      if free < writer.pointee.ring.count { return free }
     }
-    writer.pointee.ring = packed
-    writer.pointee.freeSlots = []
-    return true
+    writer.pointee.ring.append(0)
+    return writer.pointee.ring.count - 1
+  }
+
+  /// Fills up to `limit` holes of the ring with its last entries, and shortens it: a bounded
+  /// step of work per write, so that the ring shrinks back after many removals without ever
+  /// renumbering it all at once. `moved(from, to)` is called for each entry moved. Write lock
+  /// held.
+  ///
+  /// - Complexity: O(`limit`) amortised.
+  @inlinable @inline(__always)
+  func fillRingHoles(limit: Int, _ moved: (_ from: Int, _ to: Int) -> Void) {
+    let writer = _writer.pointer
+    var filled = 0
+    while filled < limit, !writer.pointee.freeSlots.isEmpty {
+      // Trailing holes go first; their entries in the free list become stale.
+      while writer.pointee.ring.last == 0 { writer.pointee.ring.removeLast() }
+      guard let free = writer.pointee.freeSlots.popLast() else { return }
+      let last = writer.pointee.ring.count - 1
+      guard free < last else { continue }
+      let bits = writer.pointee.ring[last]
+      writer.pointee.ring.removeLast()
+      writer.pointee.ring[free] = bits
+      _Node<Key, Value>(bits: bits).unsafelyUnwrapped.slot = free
+      moved(last, free)
+      filled += 1
+    }
   }
 }
 
@@ -1062,8 +1073,10 @@ extension _ConcurrentTable {
           "Internal inconsistency: the ring holds a node that is not its key's current one")
         inRing += 1
       }
+      let holes = Set(writer.pointee.freeSlots.filter { $0 < writer.pointee.ring.count })
       precondition(
-        inRing + writer.pointee.freeSlots.count == writer.pointee.ring.count,
+        inRing + holes.count == writer.pointee.ring.count
+          && holes.allSatisfy { writer.pointee.ring[$0] == 0 },
         "Internal inconsistency: free ring positions")
       if writer.pointee.carriesMetadata {
         precondition(inRing == entries, "Internal inconsistency: the ring misses entries")
