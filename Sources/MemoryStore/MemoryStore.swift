@@ -506,6 +506,7 @@ extension MemoryStore {
     _writeLock.unlock()
     while steps > 0 {
       steps -= 1
+      _writeLock.yieldToWaiters()
       _writeLock.lock()
       let step = _table.reclaimStep()
       _writeLock.unlock()

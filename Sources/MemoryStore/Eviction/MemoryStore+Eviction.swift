@@ -275,6 +275,7 @@ extension MemoryStore {
       let outcome = _policyWriteLocked(now: now, operation: nil)
       _writeLock.unlock()
       _finishPolicyWrite(outcome, now: now)
+      _writeLock.yieldToWaiters()
     }
   }
 }
@@ -284,8 +285,12 @@ extension MemoryStore {
 extension MemoryStore {
   /// The most expired entries one write removes; the rest go with the next reads or writes.
   @inlinable static var _expiryChunk: Int { 4_096 }
-  /// The most entries a purge judges, or a trim evicts, per critical section.
+  /// The most entries a purge judges per critical section.
   @inlinable static var _purgeChunk: Int { 512 }
+  /// The most entries a trim (a limit lowered, memory pressure) evicts per critical section:
+  /// each eviction links a tombstone, and after a trim has freed many nodes the allocator's
+  /// slow path can make one allocation cost microseconds.
+  @inlinable static var _trimChunk: Int { 128 }
 
   /// What a write through the policy leaves for the caller to do after unlocking.
   @usableFromInline
@@ -510,11 +515,16 @@ extension MemoryStore {
     _tracker.pointer.pointee.log.append(.key(key, value, wasPresent: wasPresent, reason))
   }
 
-  /// Does, after unlocking, what a write through the policy left to do.
+  /// Does, after unlocking, what a write through the policy left to do; with `freesHere`, frees
+  /// what the write retired on the calling thread whatever its size.
   @inlinable
-  func _finishPolicyWrite(_ outcome: _PolicyOutcome, now: Int64) {
+  func _finishPolicyWrite(_ outcome: _PolicyOutcome, now: Int64, freesHere: Bool = false) {
     // Released only now: a value's deinit may use the store.
-    _release(outcome.garbage)
+    if freesHere, let garbage = outcome.garbage {
+      _table._free(garbage)
+    } else {
+      _release(outcome.garbage)
+    }
     if let followUp = outcome.followUp { _followUp(followUp) }
     if let deadline = outcome.armSweepAt {
       _scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in
@@ -533,6 +543,7 @@ extension MemoryStore {
     }
     let now = _clockNanos()
     repeat {
+      _writeLock.yieldToWaiters()
       _writeLock.lock()
       let outcome = _policyWriteLocked(now: now, operation: nil)
       _writeLock.unlock()
@@ -557,15 +568,19 @@ extension MemoryStore {
   func _enforceLimits(fraction: Double, reason: EvictionReason?) {
     guard _policyActive.load(ordering: .relaxed) else { return }
     while true {
+      _writeLock.yieldToWaiters()
       let now = _clockNanos()
       _writeLock.lock()
       let outcome = _policyWriteLocked(
         now: now, operation: nil, trimFraction: fraction, trimReason: reason,
-        maximumEvictions: Self._purgeChunk)
+        maximumEvictions: Self._trimChunk)
       let isDone =
         _policy.pointer.pointee.isOverLimits(count: _table.stagedCount, fraction: fraction) == nil
       _writeLock.unlock()
-      _finishPolicyWrite(outcome, now: now)
+      // Freed here, whatever its size: this is bulk work its caller asked for, and a thread
+      // freeing it beside would compete for the cores with the writers this work must not
+      // hold up.
+      _finishPolicyWrite(outcome, now: now, freesHere: true)
       if isDone { return }
     }
   }
@@ -748,8 +763,9 @@ extension MemoryStore {
       var candidates:
         [(key: Key, value: Value, metadata: _EntryMetadata, version: UInt64, tick: UInt32)] = []
       candidates.reserveCapacity(Self._purgeChunk)
+      _writeLock.yieldToWaiters()
       _writeLock.withLock {
-        // The ring is not packed while a purge runs, so positions stay put; entries written
+        // Holes are not filled while a purge runs, so positions stay put; entries written
         // since the purge started are newer than its version and not judged.
         while position < _table.ringCount && candidates.count < Self._purgeChunk {
           if let node = _table.ringNode(at: position), node.version <= startVersion {
@@ -785,7 +801,7 @@ extension MemoryStore {
         now: now, operation: nil, requested: victims, requestedReason: .decider)
       _writeLock.unlock()
       evicted.merge(outcome.removed ?? [:]) { _, new in new }
-      _finishPolicyWrite(outcome, now: now)
+      _finishPolicyWrite(outcome, now: now, freesHere: true)
     }
     return evicted
   }

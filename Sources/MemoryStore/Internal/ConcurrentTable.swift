@@ -70,6 +70,10 @@ final class _ConcurrentTable<Key: Hashable, Value> {
   @usableFromInline let _spareCount: Atomic<Int>
   /// The writer's state; guarded by the caller's write lock.
   @usableFromInline let _writer: _UnsafeBox<_TableWriter>
+  /// Emptied retirement lists, with their capacity, that the threads freeing garbage hand
+  /// back, so that the writer's next lists need no allocation under its lock (see
+  /// ``_settleAllocator()``).
+  @usableFromInline let _limboBuffers: _Protected<[ContiguousArray<_Retired>]>
 
   /// The smallest table, in buckets.
   @usableFromInline static var minimumCapacity: Int { 16 }
@@ -88,6 +92,7 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     _spareCount = Atomic(0)
     _readers = _ReaderIndicator()
     _writer = _UnsafeBox(_TableWriter(root: root))
+    _limboBuffers = _Protected([])
   }
 
   deinit {
@@ -651,6 +656,10 @@ extension _ConcurrentTable {
     } else {
       swap(&garbage.items, &writer.pointee.limbo.0)
     }
+    // The previous epoch's list becomes the next epoch's: give it a used buffer.
+    if garbage.items.count >= 64, let buffer = _limboBuffers.withLock({ $0.popLast() }) {
+      if epoch & 1 == 0 { writer.pointee.limbo.1 = buffer } else { writer.pointee.limbo.0 = buffer }
+    }
     writer.pointee.epoch = epoch + 1
     _epoch.store(epoch + 1, ordering: .sequentiallyConsistent)
     return garbage.items.isEmpty ? nil : garbage
@@ -748,12 +757,15 @@ extension _ConcurrentTable {
     var room = limit - _spareCount.load(ordering: .relaxed)
     var nodes = _SpareChain()
     var tombstones = _SpareChain()
+    var released = 0
+    defer { if released >= 64 { Self._settleAllocator() } }
     for item in garbage.items {
       switch item {
       case .node(let bits):
         let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
         guard room > 0 else {
           node.destroy()
+          released += 1
           continue
         }
         room -= 1
@@ -773,6 +785,29 @@ extension _ConcurrentTable {
     }
     nodes.push(onto: _spareNodes, counting: _spareCount)
     tombstones.push(onto: _spareTombstones, counting: _spareCount)
+    // Hand the emptied list back for the writer to reuse (a list that outgrew any normal
+    // epoch is let go).
+    let capacity = garbage.items.capacity
+    if capacity >= 64 && capacity <= 65_536 {
+      var buffer = garbage.items
+      buffer.removeAll(keepingCapacity: true)
+      _limboBuffers.withLock { if $0.count < 2 { $0.append(buffer) } }
+    }
+  }
+
+  /// Makes the allocator fold the small blocks just freed into its free lists now, on this
+  /// thread, outside every lock.
+  ///
+  /// An allocator that keeps small freed blocks on fast lists (glibc's fastbins) folds them
+  /// all at once at the next larger allocation, wherever that happens: after a trim or purge
+  /// frees thousands of nodes, that was the next write's growing of a list under the write
+  /// lock, which then held the lock for tens of milliseconds. One larger allocation here does
+  /// that work in the thread that freed the blocks. Elsewhere it costs an allocation.
+  @usableFromInline @inline(never)
+  static func _settleAllocator() {
+    let block = UnsafeMutableRawPointer.allocate(byteCount: 4_096, alignment: 16)
+    block.storeBytes(of: 0, as: Int.self)
+    block.deallocate()
   }
 
   /// A spare block of at least `size` bytes for a node (or a tombstone), or `nil` to allocate

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
   public import Darwin
 #elseif canImport(Glibc)
@@ -28,10 +30,14 @@ struct _Lock {
   #endif
 
   @usableFromInline let _primitive: UnsafeMutablePointer<Primitive>
+  /// The number of threads blocked in ``lock()`` (it is counted only when the lock is taken).
+  @usableFromInline let _waiting: UnsafeMutablePointer<Atomic<Int>>
 
   @usableFromInline
   init() {
     _primitive = UnsafeMutablePointer<Primitive>.allocate(capacity: 1)
+    _waiting = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
+    _waiting.initialize(to: Atomic(0))
     #if canImport(Darwin)
       _primitive.initialize(to: os_unfair_lock())
     #else
@@ -49,11 +55,33 @@ struct _Lock {
 
   @inlinable @inline(__always)
   func lock() {
+    if tryLock() { return }
+    _lockContended()
+  }
+
+  @usableFromInline @inline(never)
+  func _lockContended() {
+    _waiting.pointee.wrappingAdd(1, ordering: .relaxed)
     #if canImport(Darwin)
       os_unfair_lock_lock(_primitive)
     #else
       pthread_mutex_lock(_primitive)
     #endif
+    _waiting.pointee.wrappingSubtract(1, ordering: .relaxed)
+  }
+
+  /// For a thread that does long work in chunks, each under the lock: call it after unlocking,
+  /// before locking for the next chunk. If other threads are blocked on the lock, it waits
+  /// until they have had it (up to about a millisecond), so that the lock, which is not fair,
+  /// does not go back to the chunked work first again and again while a writer waits.
+  @usableFromInline
+  func yieldToWaiters() {
+    guard _waiting.pointee.load(ordering: .relaxed) > 0 else { return }
+    var rounds = 0
+    while _waiting.pointee.load(ordering: .relaxed) > 0 && rounds < 1_000 {
+      sched_yield()
+      rounds += 1
+    }
   }
 
   /// Takes the lock if it is free; returns whether it did.
@@ -89,6 +117,8 @@ struct _Lock {
     #endif
     _primitive.deinitialize(count: 1)
     _primitive.deallocate()
+    _waiting.deinitialize(count: 1)
+    _waiting.deallocate()
   }
 }
 
