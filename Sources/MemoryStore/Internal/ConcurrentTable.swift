@@ -71,8 +71,7 @@ final class _ConcurrentTable<Key: Hashable, Value> {
   /// The writer's state; guarded by the caller's write lock.
   @usableFromInline let _writer: _UnsafeBox<_TableWriter>
   /// Emptied retirement lists, with their capacity, that the threads freeing garbage hand
-  /// back, so that the writer's next lists need no allocation under its lock (see
-  /// ``_settleAllocator()``).
+  /// back, so that the writer's next lists need no allocation under its lock.
   @usableFromInline let _limboBuffers: _Protected<[ContiguousArray<_Retired>]>
 
   /// The smallest table, in buckets.
@@ -757,15 +756,12 @@ extension _ConcurrentTable {
     var room = limit - _spareCount.load(ordering: .relaxed)
     var nodes = _SpareChain()
     var tombstones = _SpareChain()
-    var released = 0
-    defer { if released >= 64 { Self._settleAllocator() } }
     for item in garbage.items {
       switch item {
       case .node(let bits):
         let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
         guard room > 0 else {
           node.destroy()
-          released += 1
           continue
         }
         room -= 1
@@ -793,21 +789,6 @@ extension _ConcurrentTable {
       buffer.removeAll(keepingCapacity: true)
       _limboBuffers.withLock { if $0.count < 2 { $0.append(buffer) } }
     }
-  }
-
-  /// Makes the allocator fold the small blocks just freed into its free lists now, on this
-  /// thread, outside every lock.
-  ///
-  /// An allocator that keeps small freed blocks on fast lists (glibc's fastbins) folds them
-  /// all at once at the next larger allocation, wherever that happens: after a trim or purge
-  /// frees thousands of nodes, that was the next write's growing of a list under the write
-  /// lock, which then held the lock for tens of milliseconds. One larger allocation here does
-  /// that work in the thread that freed the blocks. Elsewhere it costs an allocation.
-  @usableFromInline @inline(never)
-  static func _settleAllocator() {
-    let block = UnsafeMutableRawPointer.allocate(byteCount: 4_096, alignment: 16)
-    block.storeBytes(of: 0, as: Int.self)
-    block.deallocate()
   }
 
   /// A spare block of at least `size` bytes for a node (or a tombstone), or `nil` to allocate
