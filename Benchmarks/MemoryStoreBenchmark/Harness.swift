@@ -186,6 +186,8 @@ func measure(
     measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTTL:
     measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreDecider:
+    measure(VariantMemoryStore<Decided>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTicker:
     measure(TickerMemoryStore.self, workload, fixture: fixture, plan: plan)
   case .engine: measure(EngineStore.self, workload, fixture: fixture, plan: plan)

@@ -108,6 +108,7 @@ struct Report {
       (.memorystoreBatches, "Throughput with change batches on (100 ms, one subscriber) over off"),
       (.memorystoreLimited, "Throughput with a count limit (recency noted by reads) over none"),
       (.memorystoreTTL, "Throughput with a time to live (reads check the clock) over none"),
+      (.memorystoreDecider, "Throughput with an eviction decider (never run) over none"),
       (
         .memorystoreTicker,
         "Throughput configured as the StockTicker example (decider, batches, persistence) over "
@@ -140,7 +141,9 @@ struct Report {
   /// The stores with an eviction or expiry policy against the YYMemoryCache-style LRU store.
   private func printPolicyRatios() {
     guard measurements.contains(where: { $0.store == .nslockLRU }) else { return }
-    let policyStores: [StoreKind] = [.memorystoreLimited, .memorystoreTTL, .memorystoreTicker]
+    let policyStores: [StoreKind] = [
+      .memorystoreLimited, .memorystoreTTL, .memorystoreDecider, .memorystoreTicker,
+    ]
     guard measurements.contains(where: { policyStores.contains($0.store) }) else { return }
     print("Policy stores against the LRU baseline (nslock-lru, median Mops/s); above 1 is faster.")
     print("")

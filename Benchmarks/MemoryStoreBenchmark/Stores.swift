@@ -35,6 +35,7 @@ enum StoreKind: String, CaseIterable, Sendable {
   case memorystoreBatches = "memorystore-batches"
   case memorystoreLimited = "memorystore-limited"
   case memorystoreTTL = "memorystore-ttl"
+  case memorystoreDecider = "memorystore-decider"
   case memorystoreTicker = "memorystore-ticker"
   case engine
 
@@ -45,6 +46,7 @@ enum StoreKind: String, CaseIterable, Sendable {
   var isBaseline: Bool {
     switch self {
     case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL,
+      .memorystoreDecider,
       .memorystoreTicker, .engine:
       false
     default: true
@@ -69,6 +71,9 @@ enum StoreKind: String, CaseIterable, Sendable {
       "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
     case .memorystoreTTL:
       "the same with defaultTimeToLive = 1 hour: every read checks the clock"
+    case .memorystoreDecider:
+      "the same with an eviction decider that keeps everything ({ _, _, _ in false }), "
+        + "never run: entries keep their write time, reads their read second"
     case .memorystoreTicker:
       "configured as Examples/StockTicker: an eviction decider (stale after 1 hour, so "
         + "nothing is evicted) run every second, change batches every 250 ms to one observe "
@@ -449,8 +454,14 @@ final class ObservedMemoryStore: BenchmarkStore {
 
 /// How a policy variant of the store is configured before it is filled.
 protocol StoreVariant {
+  /// The empty store, before `configure`.
+  static func make(name: String) -> MemoryStore<String, Quote>
   static var kind: StoreKind { get }
   static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int)
+}
+
+extension StoreVariant {
+  static func make(name: String) -> MemoryStore<String, Quote> { MemoryStore(name: name) }
 }
 
 /// `countLimit` equal to the number of keys: nothing is evicted (every key written is one of
@@ -471,6 +482,18 @@ enum Expiring: StoreVariant {
   }
 }
 
+/// An eviction decider that keeps everything; the store's periodic purge is off, so it never
+/// runs: what a decider costs reads and writes.
+enum Decided: StoreVariant {
+  static var kind: StoreKind { .memorystoreDecider }
+  static func make(name: String) -> MemoryStore<String, Quote> {
+    MemoryStore(name: name) { _, _, _ in false }
+  }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
+    store.evictionInterval = .zero
+  }
+}
+
 /// MemoryStore configured by `Variant` before it is filled.
 final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
   static var kind: StoreKind { Variant.kind }
@@ -479,7 +502,7 @@ final class VariantMemoryStore<Variant: StoreVariant>: BenchmarkStore {
   let store: MemoryStore<String, Quote>
 
   init(prepopulated entries: [String: Quote]) {
-    store = MemoryStore(name: "benchmark-\(Variant.kind.rawValue)")
+    store = Variant.make(name: "benchmark-\(Variant.kind.rawValue)")
     Variant.configure(store, entryCount: entries.count)
     store.addEntries(entries)
   }

@@ -24,9 +24,9 @@ extension MemoryStore {
   /// ``evictionInterval`` (600 seconds unless changed), and on
   /// ``handleMemoryPressure(_:)``. See ``EvictionDecider`` for where it runs.
   ///
-  /// A store with a decider records, for each entry, when it was written and its cost and, for
-  /// the decider's ``EvictionContext/lastReadAt``, reads note the second of their lookup in a
-  /// lock-free table. Its clock ticks once a second on the scheduler while the store exists.
+  /// A store with a decider keeps, with each entry, when it was written and its cost and, for
+  /// the decider's ``EvictionContext/lastReadAt``, reads note the second of their lookup in the
+  /// entry, without a lock. Its clock ticks once a second on the scheduler while the store exists.
   ///
   /// - Parameters:
   ///   - name: A name for diagnostics.
@@ -104,13 +104,13 @@ extension MemoryStore {
   /// goes over it evicts the entry the CLOCK hand picks — the least recently used, in
   /// approximation; an entry read often survives up to three turns of the hand (see
   /// <doc:Eviction>) — never the entry being written, unless it is the only one left.
-  /// Keys whose hashes fall in the same slot of the recency table share a counter, which
-  /// makes the order approximate for them. Lowering the limit evicts at once, in chunks. Evictions appear in change batches with
-  /// reason ``ChangeReason/evictedByCountLimit``.
+  /// Each entry has a counter of its own. Lowering the limit evicts at once, in chunks.
+  /// Evictions appear in change batches with reason ``ChangeReason/evictedByCountLimit``.
   ///
-  /// Setting a limit makes reads note recency in a lock-free table (a hash and one relaxed
-  /// atomic load per hit, and a store only when the entry's counter changes) and writes keep
-  /// per-entry records. Setting the first limit on a large store is O(*n*). Thread-safe.
+  /// Setting a limit makes entries carry their metadata in their nodes (8 bytes each, more for
+  /// a cost or a deadline), and reads note recency in the node they found (one relaxed atomic
+  /// load per hit, and a store only when the entry's counter changes). Setting the first limit
+  /// on a large store is O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }
     set { _setLimit(\.countLimit, to: newValue) }
@@ -294,7 +294,7 @@ extension MemoryStore {
 
   /// What a write through the policy leaves for the caller to do after unlocking.
   @usableFromInline
-  struct _PolicyOutcome {
+  struct _PolicyOutcome: ~Copyable {
     @usableFromInline var changed = false
     @usableFromInline var previous: Value?
     @usableFromInline var garbage: _TableGarbage?
@@ -356,7 +356,7 @@ extension MemoryStore {
       } else {
         write.outcome.previous = write.remove(key, reason: .write)
       }
-      let outcome = _endPolicyWriteLocked(&write, protecting: protected)
+      let outcome = _endPolicyWriteLocked(write, protecting: protected)
       _writeLock.unlock()
       _release(activation)
       let result = (outcome.changed, outcome.previous)
@@ -460,7 +460,7 @@ extension MemoryStore {
       write.outcome.removed = removed
     }
     return _endPolicyWriteLocked(
-      &write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
+      write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
       maximumEvictions: maximumEvictions)
   }
 
@@ -487,7 +487,7 @@ extension MemoryStore {
   /// publishes.
   @inlinable @inline(__always)
   func _endPolicyWriteLocked(
-    _ write: inout _PolicyWrite<Key, Value>, protecting protected: Int,
+    _ write: consuming _PolicyWrite<Key, Value>, protecting protected: Int,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
     let policy = _policy.pointer
@@ -518,7 +518,9 @@ extension MemoryStore {
   /// Does, after unlocking, what a write through the policy left to do; with `freesHere`, frees
   /// what the write retired on the calling thread whatever its size.
   @inlinable
-  func _finishPolicyWrite(_ outcome: _PolicyOutcome, now: Int64, freesHere: Bool = false) {
+  func _finishPolicyWrite(
+    _ outcome: borrowing _PolicyOutcome, now: Int64, freesHere: Bool = false
+  ) {
     // Released only now: a value's deinit may use the store.
     if freesHere, let garbage = outcome.garbage {
       _table._free(garbage)
@@ -601,7 +603,7 @@ extension MemoryStore {
 /// One write of a store with a policy, in progress under the write lock: stages each change
 /// on the table, keeps the policy's totals and logs it for change batches in the same step.
 @usableFromInline
-struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
+struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   // Safe: a write lives only inside a method of the store it writes, which keeps it alive.
   @usableFromInline unowned(unsafe) let store: MemoryStore<Key, Value>
   @usableFromInline let now: Int64
@@ -707,7 +709,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable> {
 
   /// Publishes the write and returns what is left to do after unlocking.
   @inlinable
-  mutating func finish() -> MemoryStore<Key, Value>._PolicyOutcome {
+  consuming func finish() -> MemoryStore<Key, Value>._PolicyOutcome {
     let policy = store._policy.pointer
     let nextExpiry = policy.pointee.nextExpiry
     if nextExpiry != .max && policy.pointee.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
