@@ -67,7 +67,9 @@ extension MemoryStore {
       for position in 0..<_table.ringCount {
         guard let node = _table.ringNode(at: position) else { continue }
         inRing += 1
-        if node.slot != position { return "the entry at ring position \(position) says \(node.slot)" }
+        if node.slot != position {
+          return "the entry at ring position \(position) says \(node.slot)"
+        }
         if _table._peekNode(node.key.pointee)?.bits != node.bits {
           return "the ring holds a node of \(node.key.pointee) that is not its current one"
         }
@@ -84,7 +86,9 @@ extension MemoryStore {
         }
       }
       if inRing != count { return "the store has \(count) entries, the ring \(inRing)" }
-      if cost != policy.totalCost { return "total cost \(policy.totalCost), entries sum to \(cost)" }
+      if cost != policy.totalCost {
+        return "total cost \(policy.totalCost), entries sum to \(cost)"
+      }
       if expiring != policy.expiries.count {
         return "\(expiring) entries expire, the heap has \(policy.expiries.count) items"
       }

@@ -392,7 +392,8 @@ extension MemoryStore {
   func _entryMetadataLocked(now: Int64, cost: Int, timeToLive: Duration?) -> _EntryMetadata {
     let lifetime = timeToLive ?? _policy.pointer.pointee.defaultTimeToLive
     return _EntryMetadata(
-      writtenAt: _keepsWriteTimes ? now : 0, expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
+      writtenAt: _keepsWriteTimes ? now : 0,
+      expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
       cost: cost)
   }
 
