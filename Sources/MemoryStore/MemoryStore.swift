@@ -216,45 +216,10 @@ extension MemoryStore {
     _ReadView(table: _table, version: _table._writer.pointer.pointee.version, isLocked: true)
   }
 
-  /// Performs one write and returns whether it changed the store and the previous value of the
-  /// key it names (for `set`, `insert` and `remove`): the one write path of a store without
-  /// an eviction policy.
-  @inlinable @inline(__always)
-  func _perform(
-    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
-  ) -> (changed: Bool, previous: Value?) {
-    if _policyActive.load(ordering: .relaxed) {
-      return _performWithPolicy(operation, reason: reason)
-    }
-    _writeLock.lock()
-    if _policyActive.load(ordering: .relaxed) {
-      _writeLock.unlock()
-      return _performWithPolicy(operation, reason: reason)
-    }
-    var followUp: _TrackingFollowUp?
-    let result: (changed: Bool, previous: Value?, garbage: _TableGarbage?)
-    switch operation {
-    case .set(let key, let value):
-      result = _applyLocked(operation)
-      followUp = _logKeyedLocked(key, value, wasPresent: result.previous != nil)
-    case .remove(let key):
-      result = _applyLocked(operation)
-      if result.changed { followUp = _logKeyedLocked(key, nil, wasPresent: true) }
-    default:
-      followUp = _tracker.pointer.pointee.isTracking ? _trackLocked(operation, reason: reason) : nil
-      result = _applyLocked(operation)
-      if result.changed { _tracker.pointer.pointee.writeCount &+= 1 }
-    }
-    _writeLock.unlock()
-    // Freed only now: a value's deinit may use the store.
-    _release(result.garbage)
-    if let followUp { _followUp(followUp) }
-    return (result.changed, result.previous)
-  }
-
-  /// Sets (`newValue` non-`nil`) or removes `key`: ``_perform(_:reason:)`` for the commonest
-  /// write, with the key and value handed to the table directly rather than wrapped in an
-  /// operation (which costs a copy of each, and their retains, on every write).
+  /// Sets (`newValue` non-`nil`) or removes `key`: the steps of ``_perform(_:reason:)`` for
+  /// the commonest write of a store without a policy, where all but staging, logging and
+  /// publishing are known to do nothing, with the key and value handed to the table directly
+  /// rather than wrapped in an operation (which costs a copy of each, and their retains).
   @inlinable @inline(__always)
   func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
     if _policyActive.load(ordering: .relaxed) {
@@ -279,18 +244,6 @@ extension MemoryStore {
     _release(garbage)
     if let followUp { _followUp(followUp) }
     return (newValue != nil || previous != nil, previous)
-  }
-
-  /// Stages `operation` on the table and publishes it (write lock held).
-  ///
-  /// - Returns: Also what no reader can reach any more, for the caller to ``_release(_:)``
-  ///   after it unlocks.
-  @inlinable @inline(__always)
-  func _applyLocked(
-    _ operation: _WriteOperation<Key, Value>
-  ) -> (changed: Bool, previous: Value?, garbage: _TableGarbage?) {
-    let applied = operation.stage(on: _table)
-    return (applied.changed, applied.previous, _table.publish())
   }
 
   /// Frees what a write retired (a value's deinit may run): call without any store lock.

@@ -307,10 +307,14 @@ extension MemoryStore {
     @inlinable init() {}
   }
 
-  /// Performs `operation` through the policy, activating it first if needed.
+  /// Performs one write and returns whether it changed the store and the previous value of the
+  /// key it names (for `set`, `insert` and `remove`): the write path of every store, with or
+  /// without a policy (see ``_policyWriteLocked(now:operation:reason:requested:requestedReason:trimFraction:trimReason:maximumEvictions:)``).
+  /// Only the commonest writes have shortcuts through the same steps: a subscript set or
+  /// removal, ``_performKeyed(_:_:)``, and its policy form, ``_performKeyedWithPolicy(_:_:cost:timeToLive:)``.
   @inlinable
-  func _performWithPolicy(
-    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason
+  func _perform(
+    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> (changed: Bool, previous: Value?) {
     var now = _clockForWrite(timeToLive: nil)
     while true {
@@ -321,10 +325,8 @@ extension MemoryStore {
         now = _clockNanos()
         continue
       }
-      let activation = _activatePolicyLocked(now: now ?? 0)
       let outcome = _policyWriteLocked(now: now ?? 0, operation: operation, reason: reason)
       _writeLock.unlock()
-      _release(activation)
       let result = (outcome.changed, outcome.previous)
       _finishPolicyWrite(outcome, now: now ?? 0)
       return result
@@ -617,6 +619,8 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// Whether the write emptied the store (its log entry is sealed at once).
   @usableFromInline var cleared = false
   @usableFromInline let logged: Int
+  /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
+  @usableFromInline let carriesMetadata: Bool
 
   @inlinable
   init(
@@ -626,6 +630,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.now = now
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
+    carriesMetadata = store._table.carriesMetadata
     logged = store._tracker.pointer.pointee.log.count
   }
 
@@ -646,8 +651,9 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func set(
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata
   ) -> (previous: Value?, node: _Node<Key, Value>) {
-    let (old, node) = store._table.stageSet(key, value, metadata: metadata)
-    store._policy.pointer.pointee.track(node, replacing: old)
+    let (old, node) = store._table._stageSet(
+      key, value, metadata: carriesMetadata ? metadata : nil)
+    if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
     outcome.changed = true
     var previous: Value?
     if let old, !old.isTombstone {
@@ -676,7 +682,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @discardableResult
   mutating func remove(_ key: Key, reason: ChangeReason, checksExpiry: Bool = true) -> Value? {
     guard let old = store._table.stageRemoveNode(key) else { return nil }
-    store._policy.pointer.pointee.untrack(old)
+    if carriesMetadata { store._policy.pointer.pointee.untrack(old) }
     outcome.changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
       noteExpired(key)
@@ -732,11 +738,12 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       outcome.followUp = tracker.pointee.followUpIfNeeded()
     }
     // A read that sees this write must see an earlier expiry it brings; a later one only
-    // once the expired entries are gone from what readers see.
-    let earlier = min(nextExpiry, store._nextExpiry.load(ordering: .relaxed))
-    store._nextExpiry.store(earlier, ordering: .relaxed)
+    // once the expired entries are gone from what readers see. Stored only when it changes:
+    // every read loads it.
+    let current = store._nextExpiry.load(ordering: .relaxed)
+    if nextExpiry < current { store._nextExpiry.store(nextExpiry, ordering: .relaxed) }
     outcome.garbage = store._table.publish()
-    store._nextExpiry.store(nextExpiry, ordering: .releasing)
+    if nextExpiry > current { store._nextExpiry.store(nextExpiry, ordering: .releasing) }
     tracker.pointee.writeCount &+= 1
     return outcome
   }

@@ -1,5 +1,5 @@
-/// One write to a store, as a value: what every write path hands to the table, staged and
-/// then published as one atomic step.
+/// One write to a store, as a value: what `_perform` hands to the write path, which stages it
+/// key by key and publishes it as one atomic step.
 @usableFromInline
 enum _WriteOperation<Key: Hashable, Value> {
   case set(Key, Value)
@@ -15,34 +15,6 @@ enum _WriteOperation<Key: Hashable, Value> {
   var isRemoveAll: Bool {
     if case .removeAll = self { return true }
     return false
-  }
-
-  /// Stages the write on `table` (write lock held); ``_ConcurrentTable/publish()`` then makes
-  /// it visible.
-  ///
-  /// - Returns: Whether the store changes, and the value the key had before (`set`, `insert`,
-  ///   `remove`; for `insert`, the value present if there was one).
-  @inlinable
-  func stage(on table: _ConcurrentTable<Key, Value>) -> (changed: Bool, previous: Value?) {
-    switch self {
-    case .set(let key, let value):
-      return (true, table.stageSet(key, value))
-    case .insert(let key, let value):
-      if let existing = table.stageInsert(key, value) { return (false, existing) }
-      return (true, nil)
-    case .remove(let key):
-      let previous = table.stageRemove(key)
-      return (previous != nil, previous)
-    case .merge(let entries):
-      for (key, value) in entries { table.stageSet(key, value) }
-      return (!entries.isEmpty, nil)
-    case .removeKeys(let keys):
-      var changed = false
-      for key in keys where table.stageRemove(key) != nil { changed = true }
-      return (changed, nil)
-    case .removeAll:
-      return (table.stageRemoveAll(), nil)
-    }
   }
 }
 

@@ -133,41 +133,6 @@ extension MemoryStore {
     guard _tracker.pointer.pointee.isTracking else { return nil }
     return _tracker.pointer.pointee.record(key, value, wasPresent: wasPresent)
   }
-
-  /// Logs a batch write or an insertion, before it is applied (write lock held, batches on).
-  /// Single-key sets and removals are logged by ``_performKeyed(_:_:)``.
-  ///
-  /// - Returns: What to do after unlocking, if anything.
-  @usableFromInline
-  func _trackLocked(
-    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
-  ) -> _TrackingFollowUp? {
-    let view = _lockedView()
-    let tracker = _tracker.pointer
-    let logged = tracker.pointee.log.count
-    switch operation {
-    case .insert(let key, let value):
-      if view.value(forKey: key) != nil { return nil }
-      tracker.pointee.log.append(.key(key, value, wasPresent: false, reason))
-    case .merge(let entries):
-      for (key, value) in entries {
-        let present = view.value(forKey: key) != nil
-        tracker.pointee.log.append(.key(key, value, wasPresent: present, reason))
-      }
-    case .removeKeys(let keys):
-      // A key listed twice is logged twice; the second removal changes nothing.
-      for key in keys where view.value(forKey: key) != nil {
-        tracker.pointee.log.append(.key(key, nil, wasPresent: true, reason))
-      }
-    case .removeAll:
-      if view.count == 0 { return nil }
-      tracker.pointee.log.append(.clear(_ClearedContents(table: _table), reason))
-      return tracker.pointee.followUp(sealing: true)
-    case .set, .remove:
-      preconditionFailure("single-key writes are logged by _perform")
-    }
-    return tracker.pointee.log.count == logged ? nil : tracker.pointee.followUpIfNeeded()
-  }
 }
 
 // MARK: - Subscribing
