@@ -520,7 +520,7 @@ extension MemoryStore {
 
   /// Does, after unlocking, what a write through the policy left to do; with `freesHere`, frees
   /// what the write retired on the calling thread whatever its size.
-  @inlinable
+  @inlinable @inline(__always)
   func _finishPolicyWrite(
     _ outcome: borrowing _PolicyOutcome, now: Int64, freesHere: Bool = false
   ) {
@@ -715,7 +715,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   }
 
   /// Publishes the write and returns what is left to do after unlocking.
-  @inlinable
+  @inlinable @inline(__always)
   consuming func finish() -> MemoryStore<Key, Value>._PolicyOutcome {
     let policy = store._policy.pointer
     let nextExpiry = policy.pointee.nextExpiry

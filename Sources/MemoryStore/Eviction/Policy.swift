@@ -87,17 +87,19 @@ struct _Policy {
   }
 
   /// Fills a few holes of the table's ring with its last entries, unless a purge walks it
-  /// (positions must then stay put); keeps the expiry heap's positions in step. O(1).
+  /// (positions must then stay put); keeps the hand and the expiry heap's positions in step.
+  /// O(1).
   @inlinable @inline(__always)
   mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
-    guard purgesRunning == 0 else { return }
-    table.fillRingHoles(limit: 4) { from, to in
+    // Checked first: a closure that captures the arrays below would make them unique (a copy)
+    // on every write, holes or not.
+    guard purgesRunning == 0, table.hasFreeRingPositions else { return }
+    var moves: [(from: Int, to: Int)] = []
+    table.fillRingHoles(limit: 4) { moves.append(($0, $1)) }
+    for (from, to) in moves {
       if hand == from { hand = to }
       guard !expiries.isEmpty, table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else {
-        return
-      }
-      if heapIndex.count <= to {
-        heapIndex.append(contentsOf: repeatElement(-1, count: to + 1 - heapIndex.count))
+        continue
       }
       let index = heapIndex[from]
       heapIndex[to] = index

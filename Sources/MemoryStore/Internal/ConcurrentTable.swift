@@ -1003,6 +1003,10 @@ extension _ConcurrentTable {
     _Node(bits: _writer.pointer.pointee.ring[position])
   }
 
+  /// Whether the ring has free positions (holes, or stale ones past its end). Write lock held.
+  @inlinable @inline(__always)
+  var hasFreeRingPositions: Bool { !_writer.pointer.pointee.freeSlots.isEmpty }
+
   /// A free ring position for a new entry: a hole, or a new position at the end. Write lock
   /// held.
   @inlinable @inline(__always)
