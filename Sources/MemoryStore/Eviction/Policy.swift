@@ -94,13 +94,15 @@ struct _Policy {
     // Checked first: a closure that captures the arrays below would make them unique (a copy)
     // on every write, holes or not.
     guard purgesRunning == 0, table.hasFreeRingPositions else { return }
-    var moves: [(from: Int, to: Int)] = []
-    table.fillRingHoles(limit: 4) { moves.append(($0, $1)) }
-    for (from, to) in moves {
+    // The moves, in order, and whether the entry moved has a deadline (read as it moves: a
+    // later move may take the same entry on, past the end of the shortened ring).
+    var moves: [(from: Int, to: Int, hasDeadline: Bool)] = []
+    table.fillRingHoles(limit: 4) { from, to in
+      moves.append((from, to, table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max))
+    }
+    for (from, to, hasDeadline) in moves {
       if hand == from { hand = to }
-      guard !expiries.isEmpty, table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else {
-        continue
-      }
+      guard hasDeadline else { continue }
       let index = heapIndex[from]
       heapIndex[to] = index
       expiries[Int(index)].slot = to
