@@ -72,7 +72,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline static var maximumSegments: Int { 16 }
 
   /// The notification interval.
-  @usableFromInline var interval: Duration = .zero
+  @usableFromInline var interval: Duration = .zero {
+    didSet { isTracking = interval > .zero }
+  }
   /// Whether a publication is scheduled.
   @usableFromInline var isArmed = false
   /// Whether a background coalescing pass is scheduled.
@@ -87,9 +89,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
 
   @usableFromInline init() {}
 
-  /// Whether writes are logged: the notification interval is above zero.
-  @inlinable
-  var isTracking: Bool { interval > .zero }
+  /// Whether writes are logged: the notification interval is above zero. Stored, because every
+  /// write reads it.
+  @usableFromInline private(set) var isTracking = false
 
   /// Logs that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was present
   /// just before this write.
