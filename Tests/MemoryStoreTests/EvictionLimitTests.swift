@@ -72,10 +72,44 @@ extension StoreContractTests {
       // Replacing an entry replaces its cost.
       store.setValue(4, forKey: "c", cost: 10)
       #expect(store.statistics.totalCost == 50)
-      // An entry that alone exceeds the limit is evicted by its own write.
+      // An entry that alone exceeds the limit is evicted by its own write, and only it.
       store.setValue(5, forKey: "huge", cost: 500)
       #expect(store["huge"] == nil)
-      #expect(store.statistics.totalCost == 0)
+      #expect(store.statistics.totalCost == 50)
+      #expect(store.count == 2)
+      #expect(store.statistics.evictions[.costLimit] == 2)
+      store._checkInvariants()
+    }
+
+    @Test func anEntryTooCostlyForTheLimitReplacesNothingAndIsReportedEvicted() async {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.costLimit = 10
+      store.setValue(1, forKey: "kept", cost: 5)
+      store.notificationInterval = .seconds(1)
+      let collector = BatchCollector<String, Int>()
+      let subscription = store.observe { collector.append($0) }
+      // Replacing a present key with a value too costly for the limit removes the key.
+      store.setValue(2, forKey: "kept", cost: 11)
+      await store.flushChanges()
+      #expect(store["kept"] == nil)
+      #expect(collector.batches.last?.removed == ["kept"])
+      #expect(collector.batches.last?.reason(forKey: "kept") == .evictedByCostLimit)
+      subscription.cancel()
+    }
+
+    @Test func entriesOfCostZeroAreNeverEvictedForTheCostLimit() {
+      let store = MemoryStore<Int, Int>()
+      store.costLimit = 10
+      for key in 0..<1_000 { store[key] = key }  // cost 0
+      for key in 1_000..<1_100 { store.setValue(key, forKey: key, cost: 3) }
+      // Every costed write after the third went over the limit and evicted a costed entry,
+      // however many free entries the hand passed.
+      #expect((0..<1_000).allSatisfy { store[$0] == $0 })
+      #expect(store.statistics.totalCost <= 10)
+      #expect(store.count == 1_003)
+      #expect(store.statistics.evictions[.costLimit] == 97)
+      store._checkInvariants()
     }
 
     @Test func limitsHoldUnderConcurrentWriters() async {

@@ -120,7 +120,10 @@ extension MemoryStore {
   ///
   /// Costs are given per write with ``setValue(_:forKey:cost:timeToLive:)``; other writes
   /// cost 0. Enforced like ``countLimit``, with reason ``ChangeReason/evictedByCostLimit``.
-  /// An entry whose cost alone exceeds the limit is evicted by its own write. Thread-safe.
+  /// An entry whose cost alone exceeds the limit is evicted by its own write and evicts
+  /// nothing else (a key it replaced is then gone too). Entries of cost 0 are never evicted to
+  /// meet the cost limit (only the count limit removes them); finding a costed entry to evict
+  /// is O(*n*) at worst, when few entries have a cost. Thread-safe.
   public var costLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.costLimit }.nonZero }
     set { _setLimit(\.costLimit, to: newValue) }
@@ -495,9 +498,21 @@ extension MemoryStore {
   ) -> _PolicyOutcome {
     let policy = _policy.pointer
     var evictions = 0
+    var protected = protected
+    // An entry whose cost alone exceeds the cost limit is removed by its own write, and evicts
+    // nothing else.
+    if protected != 0, policy.pointee.costLimit > 0,
+      let node = _Node<Key, Value>(bits: protected), node.cost > policy.pointee.costLimit
+    {
+      _ = write.remove(node.key.pointee, reason: .evictedByCostLimit, checksExpiry: false)
+      policy.pointee.evictions[.costLimit] += 1
+      evictions += 1
+      protected = 0
+    }
     while evictions < maximumEvictions,
       let over = policy.pointee.isOverLimits(count: _table.stagedCount, fraction: trimFraction),
-      let victim = policy.pointee.nextVictim(in: _table, protecting: protected)
+      let victim = policy.pointee.nextVictim(
+        in: _table, protecting: protected, costOnly: over == .costLimit)
     {
       let evictionReason = trimReason ?? over
       _ = write.remove(victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false)

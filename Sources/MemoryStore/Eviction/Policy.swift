@@ -218,22 +218,28 @@ struct _Policy {
   /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
   /// the lowest counter among them (the first such), so one eviction is O(1) at worst.
   @inlinable
+  ///
+  /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
+  /// are passed over without being counted or aged: they free no cost, so they are never
+  /// evicted for it. Finding a costed entry then takes O(*n*) at worst, when few entries
+  /// have a cost.
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protected: Int
+    in table: _ConcurrentTable<Key, Value>, protecting protected: Int, costOnly: Bool = false
   ) -> _Node<Key, Value>? {
     let count = table.stagedCount
     guard count > 0 else { return nil }
     var fallback: (node: _Node<Key, Value>, counter: UInt32)?
     var steps = 0
-    var free = 0
+    var skipped = 0
     let ringCount = table.ringCount
-    // Free positions are skipped without counting; at most the whole ring is, so the loop ends.
-    while steps < Self.maximumHandSteps && free <= ringCount {
+    // Free positions (and, with `costOnly`, entries of cost 0) are skipped without counting;
+    // at most the whole ring is, so the loop ends.
+    while steps < Self.maximumHandSteps && skipped <= ringCount {
       if hand >= ringCount { hand = 0 }
       let position = hand
       hand += 1
-      guard let node = table.ringNode(at: position) else {
-        free += 1
+      guard let node = table.ringNode(at: position), !costOnly || node.cost != 0 else {
+        skipped += 1
         continue
       }
       guard node.bits != protected else {
