@@ -319,21 +319,12 @@ extension MemoryStore {
   func _perform(
     _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
   ) -> (changed: Bool, previous: Value?) {
-    var now = _clockForWrite(timeToLive: nil)
-    while true {
-      _writeLock.lock()
-      // A store that started timing entries meanwhile needs the clock, read outside the lock.
-      if now == nil, _needsClockLocked(timeToLive: nil) {
-        _writeLock.unlock()
-        now = _clockNanos()
-        continue
-      }
-      let outcome = _policyWriteLocked(now: now ?? 0, operation: operation, reason: reason)
-      _writeLock.unlock()
-      let result = (outcome.changed, outcome.previous)
-      _finishPolicyWrite(outcome, now: now ?? 0)
-      return result
-    }
+    let now = _lockForWrite(timeToLive: nil)
+    let outcome = _policyWriteLocked(now: now, operation: operation, reason: reason)
+    _writeLock.unlock()
+    let result = (outcome.changed, outcome.previous)
+    _finishPolicyWrite(outcome, now: now)
+    return result
   }
 
   /// Sets (`newValue` non-`nil`) or removes `key` through the policy: the policy store's
@@ -342,52 +333,47 @@ extension MemoryStore {
   func _performKeyedWithPolicy(
     _ key: Key, _ newValue: Value?, cost: Int = 0, timeToLive: Duration? = nil
   ) -> (changed: Bool, previous: Value?) {
-    var now = _clockForWrite(timeToLive: timeToLive)
-    while true {
+    let now = _lockForWrite(timeToLive: timeToLive)
+    let activation = _activatePolicyLocked(now: now)
+    var write = _beginPolicyWriteLocked(now: now, reason: .write)
+    var protected = 0
+    if let newValue {
+      let applied = write.set(
+        key, newValue, _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive))
+      write.outcome.previous = applied.previous
+      protected = applied.node.bits
+    } else {
+      write.outcome.previous = write.remove(key, reason: .write)
+    }
+    let outcome = _endPolicyWriteLocked(write, protecting: protected)
+    _writeLock.unlock()
+    _release(activation)
+    let result = (outcome.changed, outcome.previous)
+    _finishPolicyWrite(outcome, now: now)
+    return result
+  }
+
+  /// Takes the write lock for a write, and returns the time it runs at: the clock, read
+  /// before locking (the scheduler may be user code), or 0 when no entry's time matters (no
+  /// time to live given or by default, no decider, which reads write times, and no entry that
+  /// expires), which nothing then reads. If the store started timing entries between the look
+  /// and the lock, it unlocks, reads the clock and locks again.
+  @inlinable @inline(__always)
+  func _lockForWrite(timeToLive: Duration?) -> Int64 {
+    if timeToLive == nil && !_needsClock {
       _writeLock.lock()
-      if now == nil, _needsClockLocked(timeToLive: timeToLive) {
-        _writeLock.unlock()
-        now = _clockNanos()
-        continue
-      }
-      let activation = _activatePolicyLocked(now: now ?? 0)
-      var write = _beginPolicyWriteLocked(now: now ?? 0, reason: .write)
-      var protected = 0
-      if let newValue {
-        let applied = write.set(
-          key, newValue, _entryMetadataLocked(now: now ?? 0, cost: cost, timeToLive: timeToLive))
-        write.outcome.previous = applied.previous
-        protected = applied.node.bits
-      } else {
-        write.outcome.previous = write.remove(key, reason: .write)
-      }
-      let outcome = _endPolicyWriteLocked(write, protecting: protected)
+      guard _needsClock else { return 0 }
       _writeLock.unlock()
-      _release(activation)
-      let result = (outcome.changed, outcome.previous)
-      _finishPolicyWrite(outcome, now: now ?? 0)
-      return result
     }
+    let now = _clockNanos()
+    _writeLock.lock()
+    return now
   }
 
-  /// The time a write through the policy runs at, read before locking (the scheduler may be
-  /// user code), or `nil` when no entry's time matters: no decider (which reads write times),
-  /// no time to live given or by default, and no entry that expires. Then the entry's times
-  /// are 0, which nothing reads.
+  /// Whether writes must read the clock: the store times entries (a decider or a default time
+  /// to live), or an entry expires.
   @inlinable @inline(__always)
-  func _clockForWrite(timeToLive: Duration?) -> Int64? {
-    if timeToLive == nil && !_timesEntries.load(ordering: .relaxed)
-      && _nextExpiry.load(ordering: .relaxed) == .max
-    {
-      return nil
-    }
-    return _clockNanos()
-  }
-
-  /// Whether a write that did not read the clock needs it after all (write lock held): the
-  /// store started timing entries after the write looked, or an entry expires.
-  @inlinable @inline(__always)
-  func _needsClockLocked(timeToLive: Duration?) -> Bool {
+  var _needsClock: Bool {
     _timesEntries.load(ordering: .relaxed) || _nextExpiry.load(ordering: .relaxed) != .max
   }
 
@@ -666,7 +652,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func set(
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata
   ) -> (previous: Value?, node: _Node<Key, Value>) {
-    let (old, node) = store._table._stageSet(
+    let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
     if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
     outcome.changed = true

@@ -86,23 +86,16 @@ struct _Policy {
     heapIndex = []
   }
 
-  /// Fills a few holes of the table's ring with its last entries, unless a purge walks it
-  /// (positions must then stay put); keeps the hand and the expiry heap's positions in step.
-  /// O(1).
+  /// Fills up to four holes of the table's ring with its last entries, unless a purge walks
+  /// it (positions must then stay put); keeps the hand and the expiry heap's positions in
+  /// step. O(1).
   @inlinable @inline(__always)
   mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
-    // Checked first: a closure that captures the arrays below would make them unique (a copy)
-    // on every write, holes or not.
     guard purgesRunning == 0, table.hasFreeRingPositions else { return }
-    // The moves, in order, and whether the entry moved has a deadline (read as it moves: a
-    // later move may take the same entry on, past the end of the shortened ring).
-    var moves: [(from: Int, to: Int, hasDeadline: Bool)] = []
-    table.fillRingHoles(limit: 4) { from, to in
-      moves.append((from, to, table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max))
-    }
-    for (from, to, hasDeadline) in moves {
+    for _ in 0..<4 {
+      guard let (from, to) = table.fillRingHole() else { return }
       if hand == from { hand = to }
-      guard hasDeadline else { continue }
+      guard table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else { continue }
       let index = heapIndex[from]
       heapIndex[to] = index
       expiries[Int(index)].slot = to

@@ -441,25 +441,19 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   @discardableResult
   func stageSet(_ key: Key, _ value: Value) -> Value? {
-    guard let old = _stageSet(key, value, metadata: nil).old, !old.isTombstone else { return nil }
+    guard let old = stageSet(key, value, metadata: nil).old, !old.isTombstone else { return nil }
     return old.value.pointee
   }
 
-  /// Stages `key` → `value` with the entry's metadata (a store with a policy); returns the
+  /// Stages `key` → `value`, with the entry's metadata in a store with a policy; returns the
   /// node it replaces (a value or a tombstone; it stays valid until the write lock is
-  /// released) and the new node. The new node takes the old one's ring position and, raised
-  /// by one use, its recency, or a free position and no recency. Write lock held.
+  /// released) and the new node. With metadata, the new node takes the old one's ring
+  /// position and, raised by one use, its recency, or a free position and no recency. Write
+  /// lock held.
   ///
   /// - Complexity: O(1) on average: one hash of `key`.
-  @inlinable
-  func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata
-  ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
-    _stageSet(key, value, metadata: metadata)
-  }
-
   @inlinable @inline(__always)
-  func _stageSet(
+  func stageSet(
     _ key: Key, _ value: Value, metadata: _EntryMetadata?
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     let writer = _writer.pointer
@@ -1019,28 +1013,26 @@ extension _ConcurrentTable {
     return writer.pointee.ring.count - 1
   }
 
-  /// Fills up to `limit` holes of the ring with its last entries, and shortens it: a bounded
-  /// step of work per write, so that the ring shrinks back after many removals without ever
-  /// renumbering it all at once. `moved(from, to)` is called for each entry moved. Write lock
-  /// held.
+  /// Fills one hole of the ring with its last entry, after dropping the holes at its end, and
+  /// returns the positions the entry moved from and to; `nil` when no hole is left. Called a
+  /// few times per write, so that the ring shrinks back after many removals without ever
+  /// renumbering it all at once. Write lock held.
   ///
-  /// - Complexity: O(`limit`) amortised.
+  /// - Complexity: O(1) amortised.
   @inlinable @inline(__always)
-  func fillRingHoles(limit: Int, _ moved: (_ from: Int, _ to: Int) -> Void) {
+  func fillRingHole() -> (from: Int, to: Int)? {
     let writer = _writer.pointer
-    var filled = 0
-    while filled < limit, !writer.pointee.freeSlots.isEmpty {
+    while true {
       // Trailing holes go first; their entries in the free list become stale.
       while writer.pointee.ring.last == 0 { writer.pointee.ring.removeLast() }
-      guard let free = writer.pointee.freeSlots.popLast() else { return }
+      guard let free = writer.pointee.freeSlots.popLast() else { return nil }
       let last = writer.pointee.ring.count - 1
       guard free < last else { continue }
       let bits = writer.pointee.ring[last]
       writer.pointee.ring.removeLast()
       writer.pointee.ring[free] = bits
       _Node<Key, Value>(bits: bits).unsafelyUnwrapped.slot = free
-      moved(last, free)
-      filled += 1
+      return (last, free)
     }
   }
 }
