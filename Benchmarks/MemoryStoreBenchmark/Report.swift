@@ -92,15 +92,8 @@ struct Report {
       guard let ours = find(.memorystore, workload) else { continue }
       for baseline in StoreKind.allCases where baseline.isBaseline {
         guard let theirs = find(baseline, workload) else { continue }
-        let comparison = "memorystore / \(baseline.rawValue)"
-        if workload == .rw {
-          print("| rw writer | \(comparison) | \(ratioText(ours.mops / theirs.mops)) |")
-          print(
-            "| rw reader | \(comparison) | \(ratioText(ours.readerMops / theirs.readerMops)) |")
-        } else {
-          print(
-            "| \(workload.rawValue) | \(comparison) | \(ratioText(ours.mops / theirs.mops)) |")
-        }
+        printRatioRows(
+          workload, "memorystore / \(baseline.rawValue)", ours, over: theirs, ratioText)
       }
     }
     print("")
@@ -125,17 +118,27 @@ struct Report {
       for workload in workloads {
         guard let on = find(variant, workload), let off = find(.memorystore, workload)
         else { continue }
-        let comparison = "\(variant.rawValue) / memorystore"
-        if workload == .rw {
-          print("| rw writer | \(comparison) | \(fixed(on.mops / off.mops, 2)) |")
-          print("| rw reader | \(comparison) | \(fixed(on.readerMops / off.readerMops, 2)) |")
-        } else {
-          print("| \(workload.rawValue) | \(comparison) | \(fixed(on.mops / off.mops, 2)) |")
+        printRatioRows(workload, "\(variant.rawValue) / memorystore", on, over: off) {
+          fixed($0, 2)
         }
       }
       print("")
     }
     printPolicyRatios()
+  }
+
+  /// Prints the rows of one comparison in a ratio table: one row per workload, two for `rw`
+  /// (its writer and its reader).
+  private func printRatioRows(
+    _ workload: Workload, _ comparison: String, _ ours: Measurement, over theirs: Measurement,
+    _ format: (Double) -> String
+  ) {
+    if workload == .rw {
+      print("| rw writer | \(comparison) | \(format(ours.mops / theirs.mops)) |")
+      print("| rw reader | \(comparison) | \(format(ours.readerMops / theirs.readerMops)) |")
+    } else {
+      print("| \(workload.rawValue) | \(comparison) | \(format(ours.mops / theirs.mops)) |")
+    }
   }
 
   /// The stores with an eviction or expiry policy against the YYMemoryCache-style LRU store.
@@ -153,13 +156,9 @@ struct Report {
       guard let lru = find(.nslockLRU, workload) else { continue }
       for store in policyStores {
         guard let ours = find(store, workload) else { continue }
-        let comparison = "\(store.rawValue) / \(StoreKind.nslockLRU.rawValue)"
-        if workload == .rw {
-          print("| rw writer | \(comparison) | \(ratioText(ours.mops / lru.mops)) |")
-          print("| rw reader | \(comparison) | \(ratioText(ours.readerMops / lru.readerMops)) |")
-        } else {
-          print("| \(workload.rawValue) | \(comparison) | \(ratioText(ours.mops / lru.mops)) |")
-        }
+        printRatioRows(
+          workload, "\(store.rawValue) / \(StoreKind.nslockLRU.rawValue)", ours, over: lru,
+          ratioText)
       }
     }
     print("")

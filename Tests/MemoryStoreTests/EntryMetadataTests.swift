@@ -7,28 +7,8 @@ import Testing
 /// every kind of write, growth and packing; the policy's expiry heap; and the store turning
 /// metadata on while readers read.
 @Suite("Entry metadata") struct EntryMetadataTests {
-  /// Stages and publishes on a table that carries metadata, freeing the garbage at once (one
-  /// thread writes, so no lock is needed).
-  struct Writer {
-    let table: _ConcurrentTable<Int, Int>
-
-    func commit(_ body: () -> Void) {
-      body()
-      if let garbage = table.publish() { table._free(garbage) }
-    }
-
-    @discardableResult
-    func set(_ key: Int, _ value: Int, cost: Int = 0) -> _Node<Int, Int> {
-      var node: _Node<Int, Int>?
-      commit {
-        node =
-          table.stageSet(
-            key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost)
-          ).new
-      }
-      return node!
-    }
-  }
+  /// The table tests' writer, which stages and publishes on one thread.
+  typealias Writer = ConcurrentTableTests.Writer
 
   @Test func theRingHoldsEveryEntryOnceThroughRandomWritesGrowthAndClears() {
     let table = _ConcurrentTable<Int, Int>()
@@ -40,7 +20,7 @@ import Testing
       let key = random.below(step < 35_000 ? 40_000 : 300)
       switch random.below(100) {
       case 0..<55:
-        writer.set(key, step, cost: step % 7)
+        writer.setNode(key, step, cost: step % 7)
         model[key] = (step, step % 7)
       case 55..<85:
         writer.commit { table.stageRemove(key) }
@@ -89,11 +69,11 @@ import Testing
     let table = _ConcurrentTable<Int, Int>()
     table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
     let writer = Writer(table: table)
-    let first = writer.set(1, 10)
-    writer.set(2, 20)
+    let first = writer.setNode(1, 10)
+    writer.setNode(2, 20)
     #expect(first.recency.pointee.load(ordering: .relaxed) & 3 == 0, "an insertion is no use")
     let position = first.slot
-    let second = writer.set(1, 11)
+    let second = writer.setNode(1, 11)
     #expect(second.slot == position)
     #expect(table.ringNode(at: position)?.bits == second.bits)
     #expect(second.recency.pointee.load(ordering: .relaxed) & 3 == 1)
@@ -106,7 +86,7 @@ import Testing
     // A removal frees the position; the next new key takes it.
     writer.commit { table.stageRemove(1) }
     #expect(table.ringNode(at: position) == nil)
-    #expect(writer.set(3, 30).slot == position)
+    #expect(writer.setNode(3, 30).slot == position)
     table._checkInvariants()
   }
 
@@ -144,19 +124,19 @@ import Testing
     let table = _ConcurrentTable<Int, Int>()
     table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
     let writer = Writer(table: table)
-    for key in 0..<5_000 { writer.set(key, key) }
+    for key in 0..<5_000 { writer.setNode(key, key) }
     writer.commit { for key in 0..<5_000 where key % 5 != 0 { table.stageRemove(key) } }
     #expect(table.ringCount == 5_000)
     var moves: [(Int, Int)] = []
-    table.fillRingHoles(limit: 4) { moves.append(($0, $1)) }
-    #expect(moves.count == 4, "a bounded step")
+    for _ in 0..<4 { if let move = table.fillRingHole() { moves.append(move) } }
+    #expect(moves.count == 4, "one hole per call")
     for (from, to) in moves { #expect(from > to, "entries move toward the start") }
     #expect(table.ringCount < 5_000)
     table._checkInvariants()
-    while table.ringCount > 1_000 { table.fillRingHoles(limit: 4) { _, _ in } }
+    while table.ringCount > 1_000, table.fillRingHole() != nil {}
     table._checkInvariants()
     // A new entry takes a free position at the end, past the stale ones.
-    writer.set(9_999, 1)
+    writer.setNode(9_999, 1)
     #expect(table.ringCount == 1_001)
     table._checkInvariants()
     for key in stride(from: 0, to: 5_000, by: 5) { #expect(table.value(forKey: key) == key) }
@@ -274,5 +254,20 @@ import Testing
     #expect(store.count == count)
     #expect(store.statistics.evictions[.countLimit] == 1)
     store._checkInvariants()
+  }
+}
+
+extension ConcurrentTableTests.Writer {
+  /// Stages and publishes `key` → `value` with metadata of cost `cost`; returns the new node.
+  @discardableResult
+  func setNode(_ key: Int, _ value: Int, cost: Int = 0) -> _Node<Int, Int> {
+    var node: _Node<Int, Int>?
+    commit {
+      node =
+        table.stageSet(
+          key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost)
+        ).new
+    }
+    return node!
   }
 }
