@@ -339,18 +339,17 @@ extension MemoryStore {
     var protected = 0
     if let newValue {
       let applied = write.set(
-        key, newValue, _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive))
+        key, newValue, _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive), in: self)
       write.outcome.previous = applied.previous
       protected = applied.node.bits
     } else {
-      write.outcome.previous = write.remove(key, reason: .write)
+      write.outcome.previous = write.remove(key, reason: .write, in: self)
     }
-    let outcome = _endPolicyWriteLocked(write, protecting: protected)
+    _endPolicyWriteLocked(&write, protecting: protected)
     _writeLock.unlock()
     _release(activation)
-    let result = (outcome.changed, outcome.previous)
-    _finishPolicyWrite(outcome, now: now)
-    return result
+    _finishPolicyWrite(write.outcome, now: now)
+    return (write.outcome.changed, write.outcome.previous)
   }
 
   /// Takes the write lock for a write, and returns the time it runs at: the clock, read
@@ -381,10 +380,10 @@ extension MemoryStore {
   /// only for a decider, the one reader of it.
   @inlinable @inline(__always)
   func _entryMetadataLocked(now: Int64, cost: Int, timeToLive: Duration?) -> _EntryMetadata {
-    let lifetime = timeToLive ?? _policy.pointer.pointee.defaultTimeToLive
+    let lifetime = timeToLive?.nanoseconds ?? _policy.pointer.pointee.defaultLifetime
     return _EntryMetadata(
       writtenAt: _keepsWriteTimes ? now : 0,
-      expiresAt: lifetime.map { now.addingSaturating($0.nanoseconds) } ?? .max,
+      expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
       cost: cost)
   }
 
@@ -418,23 +417,23 @@ extension MemoryStore {
     var protected = 0
     switch operation {
     case .set(let key, let value):
-      let applied = write.set(key, value, metadata)
+      let applied = write.set(key, value, metadata, in: self)
       write.outcome.previous = applied.previous
       protected = applied.node.bits
     case .insert(let key, let value):
-      if let existing = write.liveNode(key) {
+      if let existing = write.liveNode(key, in: self) {
         write.outcome.previous = existing.value.pointee
       } else {
-        protected = write.set(key, value, metadata).node.bits
+        protected = write.set(key, value, metadata, in: self).node.bits
       }
     case .remove(let key):
-      write.outcome.previous = write.remove(key, reason: reason)
+      write.outcome.previous = write.remove(key, reason: reason, in: self)
     case .merge(let entries):
-      for (key, value) in entries { _ = write.set(key, value, metadata) }
+      for (key, value) in entries { _ = write.set(key, value, metadata, in: self) }
     case .removeKeys(let keys):
-      for key in keys { _ = write.remove(key, reason: reason) }
+      for key in keys { _ = write.remove(key, reason: reason, in: self) }
     case .removeAll:
-      write.removeAll()
+      write.removeAll(in: self)
     case nil:
       break
     }
@@ -446,14 +445,15 @@ extension MemoryStore {
           continue
         }
         removed[key] = node.value.pointee
-        _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false)
+        _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false, in: self)
         _policy.pointer.pointee.evictions[requestedReason] += 1
       }
       write.outcome.removed = removed
     }
-    return _endPolicyWriteLocked(
-      write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
+    _endPolicyWriteLocked(
+      &write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
       maximumEvictions: maximumEvictions)
+    return write.outcome
   }
 
   /// Starts a write through the policy (write lock held): removes the entries that have
@@ -469,7 +469,7 @@ extension MemoryStore {
     while write.expiredCount < Self._expiryChunk,
       let node = policy.pointee.takeExpired(_table, now: now)
     {
-      write.remove(node.key.pointee, reason: .expired)
+      write.remove(node.key.pointee, reason: .expired, in: self)
     }
     return write
   }
@@ -479,9 +479,9 @@ extension MemoryStore {
   /// publishes.
   @inlinable @inline(__always)
   func _endPolicyWriteLocked(
-    _ write: consuming _PolicyWrite<Key, Value>, protecting protected: Int,
+    _ write: inout _PolicyWrite<Key, Value>, protecting protected: Int,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
-  ) -> _PolicyOutcome {
+  ) {
     let policy = _policy.pointer
     var evictions = 0
     var protected = protected
@@ -490,7 +490,8 @@ extension MemoryStore {
     if protected != 0, policy.pointee.costLimit > 0,
       let node = _Node<Key, Value>(bits: protected), node.cost > policy.pointee.costLimit
     {
-      _ = write.remove(node.key.pointee, reason: .evictedByCostLimit, checksExpiry: false)
+      _ = write.remove(
+        node.key.pointee, reason: .evictedByCostLimit, checksExpiry: false, in: self)
       policy.pointee.evictions[.costLimit] += 1
       evictions += 1
       protected = 0
@@ -501,7 +502,8 @@ extension MemoryStore {
         in: _table, protecting: protected, costOnly: over == .costLimit)
     {
       let evictionReason = trimReason ?? over
-      _ = write.remove(victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false)
+      _ = write.remove(
+        victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false, in: self)
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
     }
@@ -509,7 +511,7 @@ extension MemoryStore {
       policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
     policy.pointee.fillRingHoles(_table)
-    return write.finish()
+    write.finish(in: self)
   }
 
   /// Logs a write through the policy for change batches, if they are on (write lock held).
@@ -606,10 +608,13 @@ extension MemoryStore {
 
 /// One write of a store with a policy, in progress under the write lock: stages each change
 /// on the table, keeps the policy's totals and logs it for change batches in the same step.
+///
+/// Its methods take the store as an argument rather than keeping a reference to it: the
+/// caller's `self` is guaranteed alive, so using it costs no reference counting, while a
+/// stored unowned reference costs a retain and a release per use (slow ones, once a timer
+/// holds a weak reference to the store).
 @usableFromInline
 struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
-  // Safe: a write lives only inside a method of the store it writes, which keeps it alive.
-  @usableFromInline unowned(unsafe) let store: MemoryStore<Key, Value>
   @usableFromInline let now: Int64
   @usableFromInline let reason: ChangeReason
   @usableFromInline var outcome = MemoryStore<Key, Value>._PolicyOutcome()
@@ -627,7 +632,6 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   init(
     store: MemoryStore<Key, Value>, now: Int64, reason: ChangeReason, collectsExpiredKeys: Bool
   ) {
-    self.store = store
     self.now = now
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
@@ -637,10 +641,10 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   /// The current node of `key` unless it is absent or expired (then it is removed as such).
   @inlinable
-  mutating func liveNode(_ key: Key) -> _Node<Key, Value>? {
+  mutating func liveNode(_ key: Key, in store: MemoryStore<Key, Value>) -> _Node<Key, Value>? {
     guard let node = store._table.stagedNode(forKey: key) else { return nil }
     guard node.expiresAt > now else {
-      remove(key, reason: .expired)
+      remove(key, reason: .expired, in: store)
       return nil
     }
     return node
@@ -650,7 +654,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// removed by expiry first) and the new node.
   @inlinable @inline(__always)
   mutating func set(
-    _ key: Key, _ value: Value, _ metadata: _EntryMetadata
+    _ key: Key, _ value: Value, _ metadata: _EntryMetadata, in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, node: _Node<Key, Value>) {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
@@ -659,7 +663,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     var previous: Value?
     if let old, !old.isTombstone {
       if old.hasMetadata && old.expiresAt <= now {
-        noteExpired(key)
+        noteExpired(key, in: store)
       } else {
         previous = old.value.pointee
       }
@@ -670,7 +674,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   /// Counts and logs the removal of `key` because it expired.
   @inlinable
-  mutating func noteExpired(_ key: Key) {
+  mutating func noteExpired(_ key: Key, in store: MemoryStore<Key, Value>) {
     expiredCount += 1
     expiredKeys?.append(key)
     store._logPolicyChange(key, nil, wasPresent: true, .expired)
@@ -681,12 +685,14 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// with its own reason.
   @inlinable @inline(__always)
   @discardableResult
-  mutating func remove(_ key: Key, reason: ChangeReason, checksExpiry: Bool = true) -> Value? {
+  mutating func remove(
+    _ key: Key, reason: ChangeReason, checksExpiry: Bool = true, in store: MemoryStore<Key, Value>
+  ) -> Value? {
     guard let old = store._table.stageRemoveNode(key) else { return nil }
     if carriesMetadata { store._policy.pointer.pointee.untrack(old) }
     outcome.changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
-      noteExpired(key)
+      noteExpired(key, in: store)
       return nil
     }
     store._logPolicyChange(key, nil, wasPresent: true, reason)
@@ -695,7 +701,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   /// Stages the removal of every entry.
   @inlinable
-  mutating func removeAll() {
+  mutating func removeAll(in store: MemoryStore<Key, Value>) {
     let table = store._table
     let count = table.stagedCount
     guard count > 0 else { return }
@@ -715,9 +721,9 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     outcome.changed = true
   }
 
-  /// Publishes the write and returns what is left to do after unlocking.
+  /// Publishes the write and completes ``outcome``: what is left to do after unlocking.
   @inlinable @inline(__always)
-  consuming func finish() -> MemoryStore<Key, Value>._PolicyOutcome {
+  mutating func finish(in store: MemoryStore<Key, Value>) {
     let policy = store._policy.pointer
     let nextExpiry = policy.pointee.nextExpiry
     if nextExpiry != .max && policy.pointee.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
@@ -730,7 +736,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       if nextExpiry != store._nextExpiry.load(ordering: .relaxed) {
         store._nextExpiry.store(nextExpiry, ordering: .releasing)
       }
-      return outcome
+      return
     }
     let tracker = store._tracker.pointer
     if cleared {
@@ -746,7 +752,6 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     outcome.garbage = store._table.publish()
     if nextExpiry > current { store._nextExpiry.store(nextExpiry, ordering: .releasing) }
     tracker.pointee.writeCount &+= 1
-    return outcome
   }
 }
 

@@ -19,7 +19,12 @@ struct _Policy {
   /// 0: no limit.
   @usableFromInline var countLimit = 0
   @usableFromInline var costLimit = 0
-  @usableFromInline var defaultTimeToLive: Duration?
+  @usableFromInline var defaultTimeToLive: Duration? {
+    didSet { defaultLifetime = defaultTimeToLive?.nanoseconds }
+  }
+  /// ``defaultTimeToLive`` in nanoseconds, converted once: `Duration` arithmetic costs more
+  /// than the rest of a write's bookkeeping.
+  @usableFromInline var defaultLifetime: Int64?
   /// A min-heap of the deadlines of the entries that have one, with their ring positions:
   /// exactly one item per such entry. An item's deadline is at or before its entry's (a
   /// rewrite that pushes the deadline back leaves the item alone, so that it costs O(1)); an
