@@ -106,6 +106,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// With the system scheduler, the system clock's reading at `_origin`, in nanoseconds, so
   /// that the store reads that clock directly (see `_SystemClock`); otherwise 0.
   @usableFromInline let _systemOrigin: Int64
+  /// With the system scheduler where the clock has a coarse variant, what makes the coarse
+  /// reading an upper bound of the store's time when added to it (the coarse clock's margin
+  /// less `_systemOrigin`; see `_SystemClock.coarseMargin`); otherwise 0.
+  @usableFromInline let _coarseOffset: Int64
   /// Whether writes go through the eviction policy. Set once, under the write lock, never
   /// cleared; writers read it before locking to read the clock outside the lock, and again
   /// under the lock.
@@ -149,6 +153,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _systemOrigin =
       type(of: scheduler) == DispatchScheduler.self && _SystemClock.isAvailable
       ? _SystemClock.nanoseconds - (ContinuousClock.now - _origin).nanoseconds : 0
+    let coarseMargin = _systemOrigin != 0 ? _SystemClock.coarseMargin : 0
+    _coarseOffset = coarseMargin != 0 ? (coarseMargin &- _systemOrigin) | 1 : 0
     _policyActive = Atomic(false)
     _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)

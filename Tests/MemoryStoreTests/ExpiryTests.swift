@@ -22,6 +22,28 @@ extension StoreContractTests {
       #expect(store.updateValue(3, forKey: "short") == nil, "an expired entry is no previous value")
     }
 
+    @Test func withTheSystemClockAnEntryIsGoneAsSoonAsItsTimeToLiveHasPassed() {
+      // Reads of the system scheduler's store first compare the earliest deadline with a
+      // coarse bound of the clock; that bound must never hide an expiry. The deadline is
+      // waited for on the clock, not slept past: ContinuousClock advances at least as fast
+      // as the store's clock.
+      let store = MemoryStore<Int, Int>(scheduler: .dispatch)
+      store[-1] = -1  // An entry without a deadline, which reads keep finding.
+      for round in 0..<20 {
+        let lifetime = Duration.microseconds(200 * (round % 5 + 1))
+        store.setValue(round, forKey: round, timeToLive: lifetime)
+        // The write read the clock before returning: its deadline is at most `lifetime` after
+        // this instant.
+        let written = ContinuousClock.now
+        while ContinuousClock.now - written < lifetime {
+          #expect(store[-1] == -1)
+        }
+        #expect(store[round] == nil, "round \(round): read after its time to live")
+      }
+      #expect(store.count == 1)
+      #expect(store._policyMismatch() == nil)
+    }
+
     @Test func aWriteNeverReportsAnExpiredValueAsThePreviousOne() {
       for write in 0..<3 {
         let clock = HeldScheduler()

@@ -264,9 +264,15 @@ extension MemoryStore {
 
   /// Removes the entries that have expired by now, if any may have: what every read, save,
   /// purge and statistics call does first. One relaxed atomic load while no entry expires.
+  ///
+  /// With the system scheduler on Linux, a coarse upper bound of the clock (about 6 ns to read)
+  /// rules out most reads before the clock itself is read (about 28 ns).
   @inlinable @inline(__always)
   func _expireDueEntries() {
-    if _nextExpiry.load(ordering: .relaxed) != .max { _expireBeforeRead() }
+    let deadline = _nextExpiry.load(ordering: .relaxed)
+    guard deadline != .max else { return }
+    if _coarseOffset != 0 && _SystemClock.coarse &+ _coarseOffset < deadline { return }
+    _expireBeforeRead()
   }
 
   /// Removes the entries that have expired by now (see ``_expireDueEntries()``).

@@ -35,6 +35,12 @@ extension StoreScheduler where Self == DispatchScheduler {
 
 /// Real time: `ContinuousClock` for *now*, and a Dispatch global queue for scheduled work.
 ///
+/// A store with this scheduler times its entries (write times, times to live) by reading the
+/// system clock directly, which costs less than `ContinuousClock`: `CLOCK_MONOTONIC_RAW` on
+/// Apple platforms, the clock `ContinuousClock` reads, and `CLOCK_MONOTONIC` on Linux, whose
+/// coarse variant lets most reads of a store with expiring entries skip reading the clock.
+/// On Linux, time spent suspended therefore does not count toward a time to live.
+///
 /// Thread-safe; stateless.
 public struct DispatchScheduler: StoreScheduler {
   /// The quality of service of the queue that scheduled work runs on.
