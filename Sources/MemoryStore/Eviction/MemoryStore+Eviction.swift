@@ -502,6 +502,7 @@ extension MemoryStore {
       evictions += 1
       protected = 0
     }
+    var evictedForLimits = false
     while evictions < maximumEvictions,
       let over = policy.pointee.isOverLimits(count: _table.stagedCount, fraction: trimFraction),
       let victim = policy.pointee.nextVictim(
@@ -510,13 +511,20 @@ extension MemoryStore {
       let evictionReason = trimReason ?? over
       _ = write.remove(
         victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false, in: self)
+      policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
+      evictedForLimits = true
     }
     if write.expiredCount > 0 {
       policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
     policy.pointee.fillRingHoles(_table)
+    // A new key that made a full store evict gets a short trial (see `placeOnProbation`).
+    if evictedForLimits, protected != 0, let hash = write.insertedHash {
+      policy.pointee.placeOnProbation(
+        _Node<Key, Value>(bits: protected).unsafelyUnwrapped, hash: hash, in: _table)
+    }
     write.finish(in: self)
   }
 
@@ -630,6 +638,9 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline var expiredKeys: [Key]?
   /// Whether the write emptied the store (its log entry is sealed at once).
   @usableFromInline var cleared = false
+  /// The hash of the key the last `set` inserted, if it was absent (not if it replaced a
+  /// value).
+  @usableFromInline var insertedHash: Int?
   @usableFromInline let logged: Int
   /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
   @usableFromInline let carriesMetadata: Bool
@@ -665,6 +676,8 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
     if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
+    insertedHash =
+      old == nil || old.unsafelyUnwrapped.isTombstone ? store._table.lastStagedHash : nil
     outcome.changed = true
     var previous: Value?
     if let old, !old.isTombstone {

@@ -202,6 +202,9 @@ struct _TableWriter {
   /// Free positions of `ring`: every hole once, and maybe positions at or past its end (the
   /// ring was shortened since), which are skipped when taken.
   @usableFromInline var freeSlots: ContiguousArray<Int> = []
+  /// The hash of the key the last `stageSet` or `stageRemoveNode` staged, for the policy's
+  /// record of evicted keys (so that it need not hash the key again).
+  @usableFromInline var lastHash = 0
 
   @usableFromInline
   init(root: UnsafeMutablePointer<_TableHeader>) {
@@ -459,6 +462,7 @@ extension _ConcurrentTable {
     let writer = _writer.pointer
     _growStep()
     let hash = key.hashValue
+    writer.pointee.lastHash = hash
     let slot = _writeSlot(for: key, hash: hash)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
@@ -550,6 +554,7 @@ extension _ConcurrentTable {
     let writer = _writer.pointer
     _growStep()
     let hash = key.hashValue
+    writer.pointee.lastHash = hash
     let slot = _writeSlot(for: key, hash: hash)
     guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
     let version = writer.pointee.version &+ 1
@@ -1011,6 +1016,23 @@ extension _ConcurrentTable {
     }
     writer.pointee.ring.append(0)
     return writer.pointee.ring.count - 1
+  }
+
+  /// The hash of the key the last `stageSet(_:_:metadata:)` or `stageRemoveNode(_:)` staged.
+  /// Write lock held.
+  @inlinable
+  var lastStagedHash: Int { _writer.pointer.pointee.lastHash }
+
+  /// Swaps the entries at ring positions `a` and `b` (both entries). Write lock held.
+  @inlinable
+  func swapRingPositions(_ a: Int, _ b: Int) {
+    let writer = _writer.pointer
+    let first = writer.pointee.ring[a]
+    let second = writer.pointee.ring[b]
+    writer.pointee.ring[a] = second
+    writer.pointee.ring[b] = first
+    _Node<Key, Value>(bits: first).unsafelyUnwrapped.slot = b
+    _Node<Key, Value>(bits: second).unsafelyUnwrapped.slot = a
   }
 
   /// Fills one hole of the ring with its last entry, after dropping the holes at its end, and
