@@ -10,7 +10,8 @@ import Synchronization
 /// the hand lowers the counter of each entry it passes and evicts the first whose counter is
 /// 0. An entry read often survives up to three sweeps of the hand, so, on skewed workloads,
 /// the policy keeps hot keys better than strict LRU, which drops a hot key after a single scan
-/// of cold ones.
+/// of cold ones. A new key that makes a full store evict starts a twentieth of the ring ahead
+/// of the hand, a short trial, unless it was evicted recently (see ``placeOnProbation``).
 @usableFromInline
 struct _Policy {
   /// The CLOCK hand: the next ring position it looks at.
@@ -322,7 +323,7 @@ extension _Policy: Sendable {}
 /// most) to look them up. A key evicted and then written again while still remembered was
 /// evicted too early: the policy keeps it longer (S3-FIFO's ghost queue). Two fingerprints
 /// may collide (a chance of about one in 2³¹ per pair); the cost is one key kept longer.
-/// Memory: about 24 bytes per entry of the limit, allocated at the first eviction.
+/// Memory: 12 to 20 bytes per fingerprint of capacity, allocated at the first eviction.
 @usableFromInline
 struct _GhostKeys: Sendable {
   /// The remembered fingerprints, oldest at `head` once full.
