@@ -44,6 +44,21 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func everyWriteKeepsItsOwnEntryWhileTheTableGrows() {
+    // Growth copies nodes while writes evict: the entry a write sets must survive that write
+    // whichever copy of it the table holds.
+    for limit in [30, 100, 700] {
+      let store = MemoryStore<Int, Int>()
+      store.countLimit = limit
+      for key in 0..<(limit * 20) {
+        store[key] = key
+        #expect(store[key] == key, "limit \(limit), key \(key)")
+      }
+      #expect(store.count == limit)
+      #expect(store._policyMismatch() == nil)
+    }
+  }
+
   @Test func aKeyReadDuringItsTrialStays() {
     let store = MemoryStore<Int, Int>()
     store.countLimit = 100

@@ -342,12 +342,12 @@ extension MemoryStore {
     let now = _lockForWrite(timeToLive: timeToLive)
     let activation = _activatePolicyLocked(now: now)
     var write = _beginPolicyWriteLocked(now: now, reason: .write)
-    var protected = 0
+    var protected = -1
     if let newValue {
       let applied = write.set(
         key, newValue, _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive), in: self)
       write.outcome.previous = applied.previous
-      protected = applied.node.bits
+      protected = applied.position
     } else {
       write.outcome.previous = write.remove(key, reason: .write, in: self)
     }
@@ -420,17 +420,17 @@ extension MemoryStore {
     var write = _beginPolicyWriteLocked(
       now: now, reason: reason, collectsExpiredKeys: operation?.isRemoveAll ?? false)
     let metadata = _entryMetadataLocked(now: now, cost: 0, timeToLive: nil)
-    var protected = 0
+    var protected = -1
     switch operation {
     case .set(let key, let value):
       let applied = write.set(key, value, metadata, in: self)
       write.outcome.previous = applied.previous
-      protected = applied.node.bits
+      protected = applied.position
     case .insert(let key, let value):
       if let existing = write.liveNode(key, in: self) {
         write.outcome.previous = existing.value.pointee
       } else {
-        protected = write.set(key, value, metadata, in: self).node.bits
+        protected = write.set(key, value, metadata, in: self).position
       }
     case .remove(let key):
       write.outcome.previous = write.remove(key, reason: reason, in: self)
@@ -481,8 +481,9 @@ extension MemoryStore {
   }
 
   /// Ends a write through the policy (write lock held): evicts to stay within the limits
-  /// (times `trimFraction`), never the node `protected` unless it is the only entry, and
-  /// publishes.
+  /// (times `trimFraction`), never the entry at ring position `protected` (the one the write
+  /// set; -1 for none) unless it is the only entry, and publishes. The entry is named by its
+  /// position, which it keeps until holes are filled, because growth may copy its node.
   @inlinable @inline(__always)
   func _endPolicyWriteLocked(
     _ write: inout _PolicyWrite<Key, Value>, protecting protected: Int,
@@ -493,14 +494,14 @@ extension MemoryStore {
     var protected = protected
     // An entry whose cost alone exceeds the cost limit is removed by its own write, and evicts
     // nothing else.
-    if protected != 0, policy.pointee.costLimit > 0,
-      let node = _Node<Key, Value>(bits: protected), node.cost > policy.pointee.costLimit
+    if protected >= 0, policy.pointee.costLimit > 0,
+      let node = _table.ringNode(at: protected), node.cost > policy.pointee.costLimit
     {
       _ = write.remove(
         node.key.pointee, reason: .evictedByCostLimit, checksExpiry: false, in: self)
       policy.pointee.evictions[.costLimit] += 1
       evictions += 1
-      protected = 0
+      protected = -1
     }
     var evictedForLimits = false
     while evictions < maximumEvictions,
@@ -509,6 +510,7 @@ extension MemoryStore {
         in: _table, protecting: protected, costOnly: over == .costLimit)
     {
       let evictionReason = trimReason ?? over
+      if victim.slot == protected { protected = -1 }  // It was the only entry.
       _ = write.remove(
         victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false, in: self)
       policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
@@ -519,11 +521,10 @@ extension MemoryStore {
     if write.expiredCount > 0 {
       policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
-    policy.pointee.fillRingHoles(_table)
+    policy.pointee.fillRingHoles(_table, following: &protected)
     // A new key that made a full store evict gets a short trial (see `placeOnProbation`).
-    if evictedForLimits, protected != 0, let hash = write.insertedHash {
-      policy.pointee.placeOnProbation(
-        _Node<Key, Value>(bits: protected).unsafelyUnwrapped, hash: hash, in: _table)
+    if evictedForLimits, protected >= 0, let hash = write.insertedHash {
+      policy.pointee.placeOnProbation(at: protected, hash: hash, in: _table)
     }
     write.finish(in: self)
   }
@@ -668,11 +669,11 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   }
 
   /// Stages `key` → `value`; returns the live value it replaces (an expired one is logged as
-  /// removed by expiry first) and the new node.
+  /// removed by expiry first) and the entry's ring position (-1 on a store without a policy).
   @inlinable @inline(__always)
   mutating func set(
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata, in store: MemoryStore<Key, Value>
-  ) -> (previous: Value?, node: _Node<Key, Value>) {
+  ) -> (previous: Value?, position: Int) {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
     if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
@@ -688,7 +689,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       }
     }
     store._logPolicyChange(key, value, wasPresent: previous != nil, reason)
-    return (previous, node)
+    return (previous, node.hasMetadata ? node.slot : -1)
   }
 
   /// Counts and logs the removal of `key` because it expired.

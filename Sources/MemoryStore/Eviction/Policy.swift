@@ -109,28 +109,25 @@ struct _Policy {
     ghosts.insert(_GhostKeys.fingerprint(hash))
   }
 
-  /// Places `node`, an entry just inserted into a full store for the key whose hash is `hash`,
-  /// where it gets a short trial: a twentieth of the ring ahead of the hand, unless its key was
-  /// evicted recently (it came back: it keeps its place behind the hand, a whole turn away).
-  /// With the ring's order, this is what makes the CLOCK as good as S3-FIFO and W-TinyLFU on
-  /// skewed traces while keeping its resistance to loops.
-  /// The entry that was there takes the new entry's place. O(1).
+  /// Places the entry at ring position `from`, just inserted into a full store for the key
+  /// whose hash is `hash`, where it gets a short trial: ``probationDivisor``'s share of the
+  /// ring ahead of the hand, swapping places with the entry there. Unless its key was evicted
+  /// recently: it came back, and keeps its place behind the hand, a whole turn away. O(1).
   ///
   /// Most keys seen once are never seen again; this way they leave after a twentieth of a turn
   /// instead of a whole one, while the keys that return within 2.5 cache-fuls of evictions
-  /// are kept as long as any. Not while a purge walks the ring (positions must stay put).
-  /// The twentieth is ``probationDivisor``.
+  /// are kept as long as any. With the ring's order, this makes the CLOCK as good as S3-FIFO
+  /// and W-TinyLFU on skewed traces while keeping its resistance to loops. Not while a purge
+  /// walks the ring (positions must stay put).
   @inlinable
   mutating func placeOnProbation<Key, Value>(
-    _ node: _Node<Key, Value>, hash: Int, in table: _ConcurrentTable<Key, Value>
+    at from: Int, hash: Int, in table: _ConcurrentTable<Key, Value>
   ) {
     let count = table.ringCount
     guard purgesRunning == 0, count > Self.probationDivisor,
-      !ghosts.contains(_GhostKeys.fingerprint(hash))
+      !ghosts.contains(_GhostKeys.fingerprint(hash)),
+      let node = table.ringNode(at: from)
     else { return }
-    let from = node.slot
-    // The entry may be gone: evicted itself, when it was the only one.
-    guard from < count, table.ringNode(at: from)?.bits == node.bits else { return }
     var target = hand + count / Self.probationDivisor
     if target >= count { target -= count }
     guard target != from, let other = table.ringNode(at: target) else { return }
@@ -153,18 +150,19 @@ struct _Policy {
   }
 
   /// Fills up to four holes of the table's ring with its last entries, unless a purge walks
-  /// it (positions must then stay put); keeps the hand and the expiry heap's positions in
-  /// step. O(1).
+  /// it (positions must then stay put); keeps the hand, the expiry heap's positions and
+  /// `followed` (a ring position, or -1) in step. O(1).
   @inlinable @inline(__always)
-  mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
+  mutating func fillRingHoles<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, following followed: inout Int
+  ) {
     guard purgesRunning == 0, table.hasFreeRingPositions else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
       if hand == from { hand = to }
+      if followed == from { followed = to }
       guard table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else { continue }
-      let index = heapIndex[from]
-      heapIndex[to] = index
-      expiries[Int(index)].slot = to
+      setHeapIndex(heapIndex[from], at: to)
     }
   }
 
@@ -270,8 +268,9 @@ struct _Policy {
   /// whatever the counters (a full table of counters at 3 would otherwise take three turns).
   @inlinable static var maximumHandSteps: Int { 256 }
 
-  /// The next entry the clock hand evicts, skipping the node `protected` (the entry being
-  /// written) unless nothing else is left; the caller removes it.
+  /// The next entry the clock hand evicts, skipping the entry `protected` (the one being
+  /// written, named by its ring position, -1 for none) unless nothing else is left; the caller
+  /// removes it.
   ///
   /// The hand lowers each counter it passes and stops at the first entry whose counter is 0.
   /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
@@ -301,7 +300,7 @@ struct _Policy {
         skipped += 1
         continue
       }
-      guard node.bits != protected else {
+      guard position != protected else {
         if count == 1 { return node }
         continue
       }

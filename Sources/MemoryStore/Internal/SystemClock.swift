@@ -28,9 +28,7 @@ enum _SystemClock {
   @inlinable
   static var nanoseconds: Int64 {
     #if canImport(Glibc)
-      var time = timespec()
-      clock_gettime(CLOCK_MONOTONIC, &time)
-      return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+      return read(CLOCK_MONOTONIC)
     #elseif canImport(Darwin)
       return Int64(truncatingIfNeeded: clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW))
     #else
@@ -44,9 +42,7 @@ enum _SystemClock {
   @inlinable
   static var coarse: Int64 {
     #if canImport(Glibc)
-      var time = timespec()
-      clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
-      return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+      return read(CLOCK_MONOTONIC_COARSE)
     #else
       return 0
     #endif
@@ -60,10 +56,24 @@ enum _SystemClock {
     #if canImport(Glibc)
       var resolution = timespec()
       guard clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) == 0 else { return 0 }
-      let tick = Int64(resolution.tv_sec) &* 1_000_000_000 &+ Int64(resolution.tv_nsec)
-      return 2 * max(tick, 1_000_000)
+      return 2 * max(nanoseconds(resolution), 1_000_000)
     #else
       return 0
     #endif
   }
+
+  #if canImport(Glibc)
+    /// Reads `clock` in nanoseconds.
+    @inlinable @inline(__always)
+    static func read(_ clock: clockid_t) -> Int64 {
+      var time = timespec()
+      clock_gettime(clock, &time)
+      return nanoseconds(time)
+    }
+
+    @inlinable @inline(__always)
+    static func nanoseconds(_ time: timespec) -> Int64 {
+      Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+    }
+  #endif
 }
