@@ -130,3 +130,15 @@ extension MemoryStore {
     #endif
   }
 }
+
+@_spi(Testing)
+extension MemoryStore {
+  /// How many evicted keys the count limit's record holds, and how many it has room for. Not
+  /// part of the supported API.
+  public var _rememberedEvictions: (count: Int, capacity: Int) {
+    _writeLock.withLock {
+      let ghosts = _policy.pointer.pointee.ghosts
+      return (ghosts.queued, ghosts.capacity)
+    }
+  }
+}

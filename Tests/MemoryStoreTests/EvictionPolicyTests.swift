@@ -85,8 +85,22 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func onlyTheLimitsRecordEvictedKeysAndMemoryPressureFreesTheRecord() {
+    let store = MemoryStore<Int, Int>(name: "record")
+    store.countLimit = 100
+    for key in 0..<150 { store[key] = key }
+    #expect(store._rememberedEvictions.count == 50)
+    #expect(store._rememberedEvictions.capacity == 250)
+    store.handleMemoryPressure(.warning)
+    #expect(store.count == 50)
+    // The trim's 50 evictions are not remembered, and the record's memory is gone.
+    #expect(store._rememberedEvictions == (0, 0))
+    for key in 1_000..<1_070 { store[key] = key }
+    #expect(store._rememberedEvictions.count == 20)
+  }
+
   @Test func evictedKeysAreRememberedFirstInFirstOutWithRepeats() {
-    var ghosts = _GhostKeys()
+    let ghosts = _GhostKeys()
     ghosts.ensureCapacity(20)
     #expect(ghosts.capacity == 20)
     var reference: [UInt32] = []
@@ -100,7 +114,7 @@ import Testing
       for candidate in stride(from: UInt32(1), to: 121, by: 2) {
         #expect(ghosts.contains(candidate) == reference.contains(candidate))
       }
-      #expect(ghosts.slots.filter { $0 != 0 }.count == reference.count)
+      #expect(ghosts.occupiedCount == reference.count)
     }
     // Growing forgets, and at least doubles.
     ghosts.ensureCapacity(30)

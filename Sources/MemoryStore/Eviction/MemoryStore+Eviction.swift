@@ -190,10 +190,11 @@ extension MemoryStore {
     set { _writeLock.withLock { _policy.pointer.pointee.memoryPressure = newValue } }
   }
 
-  /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then trims a
-  /// store with limits, least recently used first, to the fraction of its limits that
-  /// ``memoryPressurePolicy`` gives for `level`; a critical event also empties a store without
-  /// limits if the policy says so.
+  /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
+  /// count limit's record of recently evicted keys (up to 12 bytes per entry of the limit,
+  /// rebuilt by later evictions) and trims a store with limits, in eviction order, to the
+  /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
+  /// also empties a store without limits if the policy says so.
   ///
   /// Works on every platform. On Apple platforms, `monitorSystemMemoryPressure(queue:)`
   /// calls it for the system's events; on Linux the app calls it, for example when the
@@ -208,7 +209,15 @@ extension MemoryStore {
   /// trimming holds the write lock for one chunk of evictions at a time.
   public func handleMemoryPressure(_ level: MemoryPressureLevel) {
     if _evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
-    let pressure = _writeLock.withLock { _policy.pointer.pointee.memoryPressure }
+    // The record of evicted keys is memory the store can do without: it goes first, freed
+    // after the lock is released.
+    let (pressure, forgotten) = _writeLock.withLock {
+      let policy = _policy.pointer
+      let ghosts = policy.pointee.ghosts
+      if ghosts.capacity > 0 { policy.pointee.ghosts = _GhostKeys() }
+      return (policy.pointee.memoryPressure, ghosts)
+    }
+    withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction
     _enforceLimits(fraction: fraction, reason: .memoryPressure)
     if level == .critical && pressure.removesAllOnCritical { _removeAllUnderPressure() }
@@ -513,7 +522,10 @@ extension MemoryStore {
       if victim.slot == protected { protected = -1 }  // It was the only entry.
       _ = write.remove(
         victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false, in: self)
-      policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
+      // Only what the limits evict is remembered: a memory-pressure trim forgets instead.
+      if trimReason == nil {
+        policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
+      }
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
       evictedForLimits = true

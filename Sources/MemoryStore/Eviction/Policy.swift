@@ -1,5 +1,13 @@
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#elseif canImport(Musl)
+  import Musl
+#endif
+
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the
 /// store's write lock. What it knows of each entry lives in the entry's node (see
 /// ``_EntryMetadata``); it keeps only totals, the expiry heap and the CLOCK hand, and every
@@ -322,18 +330,34 @@ extension _Policy: Sendable {}
 /// most) to look them up. A key evicted and then written again while still remembered was
 /// evicted too early: the policy keeps it longer (S3-FIFO's ghost queue). Two fingerprints
 /// may collide (a chance of about one in 2³¹ per pair); the cost is one key kept longer.
-/// Memory: 12 to 20 bytes per fingerprint of capacity, allocated at the first eviction.
+///
+/// Memory: 12 bytes per fingerprint of capacity, allocated at the first eviction. The set is
+/// allocated zeroed by the system (`calloc`), so that making room costs no write to all of
+/// it under the write lock: its pages are touched one at a time, by the insertions that reach
+/// them. A class, for its `deinit`.
 @usableFromInline
-struct _GhostKeys: Sendable {
-  /// The remembered fingerprints, oldest at `head` once full.
-  @usableFromInline var queue: [UInt32] = []
+final class _GhostKeys: @unchecked Sendable {
+  // Safe: a store's instance lives in its `_Policy`, which only the write lock holder reads
+  // or writes; the one reference taken out of it (by `handleMemoryPressure`, to free it after
+  // the lock is released) is only released, never used.
+
+  /// The remembered fingerprints in the order they came, oldest at `head` once full.
+  @usableFromInline var queue: UnsafeMutablePointer<UInt32>?
+  @usableFromInline var queued = 0
   @usableFromInline var head = 0
-  @usableFromInline var capacity = 0
-  /// Open addressing, linear probing; 0 is an empty slot. Its size is a power of two at least
-  /// twice `capacity`. A fingerprint evicted twice is in it twice.
-  @usableFromInline var slots: [UInt32] = []
+  @usableFromInline private(set) var capacity = 0
+  /// Open addressing, linear probing; 0 is an empty slot. A fingerprint's home is its
+  /// fraction of `slotCount` (fingerprints are uniform), so the size need not be a power of
+  /// two: twice `capacity`. A fingerprint evicted twice is in it twice.
+  @usableFromInline var slots: UnsafeMutablePointer<UInt32>?
+  @usableFromInline private(set) var slotCount = 0
 
   @inlinable init() {}
+
+  deinit {
+    free(queue)
+    free(slots)
+  }
 
   /// A key's fingerprint: never 0.
   @inlinable
@@ -341,66 +365,96 @@ struct _GhostKeys: Sendable {
     UInt32(truncatingIfNeeded: hash ^ (hash >> 32)) | 1
   }
 
+  /// The slot where the probe for `fingerprint` starts.
+  @inlinable @inline(__always)
+  func home(_ fingerprint: UInt32) -> Int {
+    Int(truncatingIfNeeded: UInt64(fingerprint) &* UInt64(slotCount) >> 32)
+  }
+
+  /// The number of occupied slots (for tests). O(capacity).
+  var occupiedCount: Int {
+    guard let slots else { return 0 }
+    return (0..<slotCount).reduce(0) { $0 + (slots[$1] != 0 ? 1 : 0) }
+  }
+
   /// Makes room for `wanted` fingerprints, forgetting those remembered if it must grow (at
   /// least twofold, so that a store limited only by cost, whose count varies, rarely
-  /// forgets).
+  /// forgets). O(1) apart from the allocation, whose pages the system zeroes on first touch.
   @inlinable
-  mutating func ensureCapacity(_ wanted: Int) {
+  func ensureCapacity(_ wanted: Int) {
     guard capacity < wanted else { return }
     capacity = capacity == 0 ? Swift.max(wanted, 16) : Swift.max(wanted, 2 * capacity)
-    queue = []
-    queue.reserveCapacity(capacity)
+    free(queue)
+    free(slots)
+    slotCount = 2 * capacity
+    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 4) else {
+      fatalError("out of memory for \(capacity) evicted keys")
+    }
+    self.queue = queue.bindMemory(to: UInt32.self, capacity: capacity)
+    self.slots = slots.bindMemory(to: UInt32.self, capacity: slotCount)
+    queued = 0
     head = 0
-    var size = 32
-    while size < 2 * capacity { size <<= 1 }
-    slots = Array(repeating: 0, count: size)
+  }
+
+  /// Forgets every fingerprint and frees the memory.
+  @inlinable
+  func removeAll() {
+    free(queue)
+    free(slots)
+    queue = nil
+    slots = nil
+    capacity = 0
+    slotCount = 0
+    queued = 0
+    head = 0
   }
 
   @inlinable
   func contains(_ fingerprint: UInt32) -> Bool {
-    guard !slots.isEmpty else { return false }
-    let mask = slots.count - 1
-    var index = Int(fingerprint) & mask
+    guard let slots else { return false }
+    var index = home(fingerprint)
     while true {
       let found = slots[index]
       if found == fingerprint { return true }
       if found == 0 { return false }
-      index = (index + 1) & mask
+      index = index + 1 == slotCount ? 0 : index + 1
     }
   }
 
-  /// Remembers `fingerprint`, forgetting the oldest if full. O(1) expected.
+  /// Remembers `fingerprint`, forgetting the oldest if full; room must have been made. O(1)
+  /// expected.
   @inlinable
-  mutating func insert(_ fingerprint: UInt32) {
-    if queue.count < capacity {
-      queue.append(fingerprint)
+  func insert(_ fingerprint: UInt32) {
+    guard let queue, let slots else { return }
+    if queued < capacity {
+      queue[queued] = fingerprint
+      queued += 1
     } else {
       remove(queue[head])
       queue[head] = fingerprint
       head = head + 1 == capacity ? 0 : head + 1
     }
-    let mask = slots.count - 1
-    var index = Int(fingerprint) & mask
-    while slots[index] != 0 { index = (index + 1) & mask }
+    var index = home(fingerprint)
+    while slots[index] != 0 { index = index + 1 == slotCount ? 0 : index + 1 }
     slots[index] = fingerprint
   }
 
   /// Removes one occurrence of `fingerprint` from the set, shifting the entries after it
   /// back so that every probe sequence stays unbroken.
   @inlinable
-  mutating func remove(_ fingerprint: UInt32) {
-    let mask = slots.count - 1
-    var hole = Int(fingerprint) & mask
+  func remove(_ fingerprint: UInt32) {
+    guard let slots else { return }
+    var hole = home(fingerprint)
     while slots[hole] != fingerprint {
       if slots[hole] == 0 { return }
-      hole = (hole + 1) & mask
+      hole = hole + 1 == slotCount ? 0 : hole + 1
     }
     var index = hole
     while true {
-      index = (index + 1) & mask
+      index = index + 1 == slotCount ? 0 : index + 1
       let moved = slots[index]
       if moved == 0 { break }
-      let home = Int(moved) & mask
+      let home = home(moved)
       // `moved` may fill the hole unless its home lies cyclically in (hole, index].
       let staysPut = hole <= index ? (hole < home && home <= index) : (hole < home || home <= index)
       if !staysPut {
