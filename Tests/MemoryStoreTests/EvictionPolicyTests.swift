@@ -100,9 +100,11 @@ import Testing
   }
 
   @Test func evictedKeysAreRememberedFirstInFirstOutWithRepeats() {
-    let ghosts = _GhostKeys()
+    var ghosts = _GhostKeys()
     ghosts.ensureCapacity(20)
     #expect(ghosts.capacity == 20)
+    // A fingerprint's home is its fraction of the set's 40 slots.
+    #expect([0, 1 << 31, UInt32.max].map(ghosts.home) == [0, 20, 39])
     var reference: [UInt32] = []
     var random = SplitMix64(seed: 7)
     for _ in 0..<5_000 {

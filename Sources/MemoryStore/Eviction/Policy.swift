@@ -334,11 +334,12 @@ extension _Policy: Sendable {}
 /// Memory: 12 bytes per fingerprint of capacity, allocated at the first eviction. The set is
 /// allocated zeroed by the system (`calloc`), so that making room costs no write to all of
 /// it under the write lock: its pages are touched one at a time, by the insertions that reach
-/// them. A class, for its `deinit`.
+/// them. The memory belongs to a ``_GhostStorage``; the record keeps its addresses, so that
+/// using it costs no reference counting and no exclusivity check.
 @usableFromInline
-final class _GhostKeys: @unchecked Sendable {
-  // Safe: a store's instance lives in its `_Policy`, which only the write lock holder reads
-  // or writes; the one reference taken out of it (by `handleMemoryPressure`, to free it after
+struct _GhostKeys: @unchecked Sendable {
+  // Safe: a store's record lives in its `_Policy`, which only the write lock holder reads or
+  // writes; the one copy taken out of it (by `handleMemoryPressure`, to free the memory after
   // the lock is released) is only released, never used.
 
   /// The remembered fingerprints in the order they came, oldest at `head` once full.
@@ -351,13 +352,10 @@ final class _GhostKeys: @unchecked Sendable {
   /// two: twice `capacity`. A fingerprint evicted twice is in it twice.
   @usableFromInline var slots: UnsafeMutablePointer<UInt32>?
   @usableFromInline private(set) var slotCount = 0
+  /// Owns `queue` and `slots`.
+  @usableFromInline var storage: _GhostStorage?
 
   @inlinable init() {}
-
-  deinit {
-    free(queue)
-    free(slots)
-  }
 
   /// A key's fingerprint: never 0.
   @inlinable
@@ -368,7 +366,7 @@ final class _GhostKeys: @unchecked Sendable {
   /// The slot where the probe for `fingerprint` starts.
   @inlinable @inline(__always)
   func home(_ fingerprint: UInt32) -> Int {
-    Int(truncatingIfNeeded: UInt64(fingerprint) &* UInt64(slotCount) >> 32)
+    Int(truncatingIfNeeded: (UInt64(fingerprint) &* UInt64(slotCount)) >> 32)
   }
 
   /// The number of occupied slots (for tests). O(capacity).
@@ -381,30 +379,14 @@ final class _GhostKeys: @unchecked Sendable {
   /// least twofold, so that a store limited only by cost, whose count varies, rarely
   /// forgets). O(1) apart from the allocation, whose pages the system zeroes on first touch.
   @inlinable
-  func ensureCapacity(_ wanted: Int) {
+  mutating func ensureCapacity(_ wanted: Int) {
     guard capacity < wanted else { return }
     capacity = capacity == 0 ? Swift.max(wanted, 16) : Swift.max(wanted, 2 * capacity)
-    free(queue)
-    free(slots)
     slotCount = 2 * capacity
-    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 4) else {
-      fatalError("out of memory for \(capacity) evicted keys")
-    }
-    self.queue = queue.bindMemory(to: UInt32.self, capacity: capacity)
-    self.slots = slots.bindMemory(to: UInt32.self, capacity: slotCount)
-    queued = 0
-    head = 0
-  }
-
-  /// Forgets every fingerprint and frees the memory.
-  @inlinable
-  func removeAll() {
-    free(queue)
-    free(slots)
-    queue = nil
-    slots = nil
-    capacity = 0
-    slotCount = 0
+    let storage = _GhostStorage(capacity: capacity, slotCount: slotCount)
+    self.storage = storage
+    queue = storage.queue
+    slots = storage.slots
     queued = 0
     head = 0
   }
@@ -424,7 +406,7 @@ final class _GhostKeys: @unchecked Sendable {
   /// Remembers `fingerprint`, forgetting the oldest if full; room must have been made. O(1)
   /// expected.
   @inlinable
-  func insert(_ fingerprint: UInt32) {
+  mutating func insert(_ fingerprint: UInt32) {
     guard let queue, let slots else { return }
     if queued < capacity {
       queue[queued] = fingerprint
@@ -442,7 +424,7 @@ final class _GhostKeys: @unchecked Sendable {
   /// Removes one occurrence of `fingerprint` from the set, shifting the entries after it
   /// back so that every probe sequence stays unbroken.
   @inlinable
-  func remove(_ fingerprint: UInt32) {
+  mutating func remove(_ fingerprint: UInt32) {
     guard let slots else { return }
     var hole = home(fingerprint)
     while slots[hole] != fingerprint {
@@ -463,5 +445,26 @@ final class _GhostKeys: @unchecked Sendable {
       }
     }
     slots[hole] = 0
+  }
+}
+
+/// The memory of a ``_GhostKeys``, freed with the last copy of the record.
+@usableFromInline
+final class _GhostStorage {
+  @usableFromInline let queue: UnsafeMutablePointer<UInt32>
+  @usableFromInline let slots: UnsafeMutablePointer<UInt32>
+
+  @usableFromInline
+  init(capacity: Int, slotCount: Int) {
+    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 4) else {
+      fatalError("out of memory for \(capacity) evicted keys")
+    }
+    self.queue = queue.bindMemory(to: UInt32.self, capacity: capacity)
+    self.slots = slots.bindMemory(to: UInt32.self, capacity: slotCount)
+  }
+
+  deinit {
+    free(queue)
+    free(slots)
   }
 }
