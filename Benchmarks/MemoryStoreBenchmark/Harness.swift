@@ -176,7 +176,9 @@ func measure(
   case .dictionary: measure(DictionaryStore.self, workload, fixture: fixture, plan: plan)
   case .ymcacheGCD: measure(GCDStore.self, workload, fixture: fixture, plan: plan)
   case .nslock: measure(NSLockStore.self, workload, fixture: fixture, plan: plan)
-  case .nslockLRU: measure(LRUStore.self, workload, fixture: fixture, plan: plan)
+  case .nslockLRU: measure(LRUStore<AllKeys>.self, workload, fixture: fixture, plan: plan)
+  case .nslockLRUEvicting:
+    measure(LRUStore<HalfTheKeys>.self, workload, fixture: fixture, plan: plan)
   case .nscache: measure(NSCacheStore.self, workload, fixture: fixture, plan: plan)
   case .memorystore:
     measure(MemoryStoreOfQuotes.self, workload, fixture: fixture, plan: plan)
@@ -184,6 +186,8 @@ func measure(
     measure(ObservedMemoryStore.self, workload, fixture: fixture, plan: plan)
   case .memorystoreLimited:
     measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreEvicting:
+    measure(VariantMemoryStore<CountEvicting>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTTL:
     measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreDecider:

@@ -30,10 +30,12 @@ enum StoreKind: String, CaseIterable, Sendable {
   case ymcacheGCD = "ymcache-gcd"
   case nslock
   case nslockLRU = "nslock-lru"
+  case nslockLRUEvicting = "nslock-lru-evicting"
   case nscache
   case memorystore
   case memorystoreBatches = "memorystore-batches"
   case memorystoreLimited = "memorystore-limited"
+  case memorystoreEvicting = "memorystore-evicting"
   case memorystoreTTL = "memorystore-ttl"
   case memorystoreDecider = "memorystore-decider"
   case memorystoreTicker = "memorystore-ticker"
@@ -42,11 +44,15 @@ enum StoreKind: String, CaseIterable, Sendable {
   /// Whether the store may be used from several threads (`dictionary` may not).
   var isThreadSafe: Bool { self != .dictionary }
 
+  /// Whether the store's limit is below the number of keys, so that reads may miss and a key
+  /// may be absent at the end.
+  var evicts: Bool { self == .memorystoreEvicting || self == .nslockLRUEvicting }
+
   /// Whether the store is a baseline rather than MemoryStore in one of its configurations.
   var isBaseline: Bool {
     switch self {
-    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL,
-      .memorystoreDecider,
+    case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreEvicting,
+      .memorystoreTTL, .memorystoreDecider,
       .memorystoreTicker, .engine:
       false
     default: true
@@ -63,12 +69,18 @@ enum StoreKind: String, CaseIterable, Sendable {
       "NSLock around a Dictionary of linked-list nodes, countLimit = the key count: "
         + "a hit moves its node to the head, an insert over the limit evicts the tail "
         + "(YYMemoryCache style)"
+    case .nslockLRUEvicting:
+      "the same with countLimit = half the key count: about half the writes insert a key and "
+        + "evict one"
     case .nscache: "Foundation NSCache<KeyBox, ValueBox>, keys boxed once per lane"
     case .memorystore: "MemoryStore<String, Quote>, called as a client module would"
     case .memorystoreBatches:
       "the same with change batches on: 100 ms interval, one observe subscriber"
     case .memorystoreLimited:
       "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
+    case .memorystoreEvicting:
+      "the same with countLimit = half the key count: about half the writes insert a key and "
+        + "evict one"
     case .memorystoreTTL:
       "the same with defaultTimeToLive = 1 hour: every read checks the clock"
     case .memorystoreDecider:
@@ -234,11 +246,30 @@ final class LRUNode {
   }
 }
 
+/// The count limit of an `LRUStore`, and its name in the report.
+protocol LRULimit {
+  static var kind: StoreKind { get }
+  static func countLimit(keyCount: Int) -> Int
+}
+
+/// As many entries as keys: nothing is evicted.
+enum AllKeys: LRULimit {
+  static var kind: StoreKind { .nslockLRU }
+  static func countLimit(keyCount: Int) -> Int { keyCount }
+}
+
+/// Half as many entries as keys: about half the writes evict.
+enum HalfTheKeys: LRULimit {
+  static var kind: StoreKind { .nslockLRUEvicting }
+  static func countLimit(keyCount: Int) -> Int { keyCount / 2 }
+}
+
 /// The YYMemoryCache pattern: an `NSLock` around a dictionary of nodes that also form an
 /// intrusive doubly linked list, most recently used at the head. A hit moves its node to the
 /// head, so reads take the lock too; an insert goes to the head, and an insert that takes the
-/// count over `countLimit` evicts the tail. The limit is the number of keys, as for
-/// `memorystore-limited`, so the standard workloads never evict.
+/// count over `countLimit` evicts the tail. The limit is the number of keys (as for
+/// `memorystore-limited`, so the standard workloads never evict) or half of it (as for
+/// `memorystore-evicting`), as `Limit` says.
 ///
 /// The dictionary holds the only strong reference to each node; the list links, `head` and
 /// `tail` are `unowned(unsafe)`, as YYMemoryCache's are unretained, so that moving a node
@@ -250,19 +281,19 @@ final class LRUNode {
 /// are only accessed between `lock.lock()` and `lock.unlock()` (the initializer runs before
 /// the store is shared), so accesses from different threads are mutually exclusive and
 /// ordered; nodes never leave the store.
-final class LRUStore: BenchmarkStore, @unchecked Sendable {
+final class LRUStore<Limit: LRULimit>: BenchmarkStore, @unchecked Sendable {
   private let lock = NSLock()
   private var map: [String: LRUNode]
   private unowned(unsafe) var head: LRUNode?
   private unowned(unsafe) var tail: LRUNode?
   private let countLimit: Int
 
-  static var kind: StoreKind { .nslockLRU }
+  static var kind: StoreKind { Limit.kind }
   static func makeKey(_ string: String) -> String { string }
 
   init(prepopulated entries: [String: Quote]) {
     map = [String: LRUNode](minimumCapacity: entries.count)
-    countLimit = entries.count
+    countLimit = Limit.countLimit(keyCount: entries.count)
     for (key, value) in entries { insert(key, value) }
   }
 
@@ -470,6 +501,15 @@ enum CountLimited: StoreVariant {
   static var kind: StoreKind { .memorystoreLimited }
   static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
     store.countLimit = entryCount
+  }
+}
+
+/// `countLimit` equal to half the number of keys: about half the writes insert a key the
+/// limit evicted and evict another, and about half the reads miss.
+enum CountEvicting: StoreVariant {
+  static var kind: StoreKind { .memorystoreEvicting }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
+    store.countLimit = entryCount / 2
   }
 }
 

@@ -8,9 +8,9 @@
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
-//         [--stores dictionary,ymcache-gcd,nslock,nslock-lru,nscache,memorystore,
-//                   memorystore-batches,memorystore-limited,memorystore-ttl,
-//                   memorystore-decider,
+//         [--stores dictionary,ymcache-gcd,nslock,nslock-lru,nslock-lru-evicting,nscache,
+//                   memorystore,memorystore-batches,memorystore-limited,
+//                   memorystore-evicting,memorystore-ttl,memorystore-decider,
 //                   memorystore-ticker,engine]
 //         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
 //         [--memory-only | --skip-memory] [--growth-only | --skip-growth]
