@@ -113,7 +113,9 @@ import Testing
           #expect(stored.cost == cost)
           #expect(stored.writtenAt == writtenAt)
           let fields = (expiresAt != .max ? 1 : 0) + (cost != 0 ? 1 : 0) + (writtenAt != 0 ? 1 : 0)
-          #expect(stored.byteCount == _Node<Int, Int>.metadataOffset + 8 + 8 * fields)
+          // The recency word and ring position, the key's hash, then the fields stored.
+          #expect(stored.byteCount == _Node<Int, Int>.metadataOffset + 16 + 8 * fields)
+          #expect(stored.storedHash == key.hashValue)
         }
       }
     }

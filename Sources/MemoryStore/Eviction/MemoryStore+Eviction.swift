@@ -460,7 +460,9 @@ extension MemoryStore {
           continue
         }
         removed[key] = node.value.pointee
-        _ = write.remove(key, reason: .evicted(requestedReason), checksExpiry: false, in: self)
+        _ = write.remove(
+          key, hash: node.storedHash, reason: .evicted(requestedReason), checksExpiry: false,
+          in: self)
         _policy.pointer.pointee.evictions[requestedReason] += 1
       }
       write.outcome.removed = removed
@@ -484,7 +486,7 @@ extension MemoryStore {
     while write.expiredCount < Self._expiryChunk,
       let node = policy.pointee.takeExpired(_table, now: now)
     {
-      write.remove(node.key.pointee, reason: .expired, in: self)
+      write.removeEntry(at: node.slot, reason: .expired, in: self)
     }
     return write
   }
@@ -506,8 +508,7 @@ extension MemoryStore {
     if protected >= 0, policy.pointee.costLimit > 0,
       let node = _table.ringNode(at: protected), node.cost > policy.pointee.costLimit
     {
-      _ = write.remove(
-        node.key.pointee, reason: .evictedByCostLimit, checksExpiry: false, in: self)
+      write.removeEntry(at: protected, reason: .evictedByCostLimit, in: self)
       policy.pointee.evictions[.costLimit] += 1
       evictions += 1
       protected = -1
@@ -520,8 +521,7 @@ extension MemoryStore {
     {
       let evictionReason = trimReason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
-      _ = write.remove(
-        victim.key.pointee, reason: .evicted(evictionReason), checksExpiry: false, in: self)
+      write.removeEntry(at: victim.slot, reason: .evicted(evictionReason), in: self)
       // Only what the limits evict is remembered: a memory-pressure trim forgets instead.
       if trimReason == nil {
         policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
@@ -718,16 +718,38 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @inlinable @inline(__always)
   @discardableResult
   mutating func remove(
-    _ key: Key, reason: ChangeReason, checksExpiry: Bool = true, in store: MemoryStore<Key, Value>
+    _ key: Key, hash: Int? = nil, reason: ChangeReason, checksExpiry: Bool = true,
+    in store: MemoryStore<Key, Value>
   ) -> Value? {
-    guard let old = store._table.stageRemoveNode(key) else { return nil }
+    guard let old = store._table.stageRemoveNode(key, hash: hash) else { return nil }
+    return removed(old, reason: reason, checksExpiry: checksExpiry, in: store)
+  }
+
+  /// Removes the entry at ring position `position` (the store has a policy), which the policy
+  /// chose: its key is neither hashed nor compared.
+  @inlinable @inline(__always)
+  mutating func removeEntry(
+    at position: Int, reason: ChangeReason, in store: MemoryStore<Key, Value>
+  ) {
+    let old = store._table.stageRemoveEntry(at: position)
+    _ = removed(old, reason: reason, checksExpiry: false, in: store)
+  }
+
+  /// Accounts for and logs `old`, just removed; returns its value unless it had expired.
+  @inlinable @inline(__always)
+  mutating func removed(
+    _ old: _Node<Key, Value>, reason: ChangeReason, checksExpiry: Bool,
+    in store: MemoryStore<Key, Value>
+  ) -> Value? {
     if carriesMetadata { store._policy.pointer.pointee.untrack(old) }
     outcome.changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
-      noteExpired(key, in: store)
+      noteExpired(old.key.pointee, in: store)
       return nil
     }
-    store._logPolicyChange(key, nil, wasPresent: true, reason)
+    if store._tracker.pointer.pointee.isTracking {
+      store._logPolicyChange(old.key.pointee, nil, wasPresent: true, reason)
+    }
     return old.value.pointee
   }
 

@@ -432,7 +432,7 @@ extension _ConcurrentTable {
   @inlinable
   func stagedNode(forKey key: Key) -> _Node<Key, Value>? {
     let hash = key.hashValue
-    guard let (_, node) = _find(key, in: _writeSlot(for: key, hash: hash)), !node.isTombstone
+    guard let (_, node) = _find(key, in: _writeSlot(hash: hash)), !node.isTombstone
     else { return nil }
     return node
   }
@@ -463,11 +463,12 @@ extension _ConcurrentTable {
     _growStep()
     let hash = key.hashValue
     writer.pointee.lastHash = hash
-    let slot = _writeSlot(for: key, hash: hash)
+    let slot = _writeSlot(hash: hash)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
-      let node = _makeNode(key, value, metadata: metadata, replacing: old, version: version)
+      let node = _makeNode(
+        key, value, metadata: metadata, hash: hash, replacing: old, version: version)
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
       writer.pointee.retire(.node(old.bits))
@@ -479,7 +480,7 @@ extension _ConcurrentTable {
       }
       return (old, node)
     }
-    let node = _makeNode(key, value, metadata: metadata, replacing: nil, version: version)
+    let node = _makeNode(key, value, metadata: metadata, hash: hash, replacing: nil, version: version)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
@@ -487,12 +488,12 @@ extension _ConcurrentTable {
     return (nil, node)
   }
 
-  /// A new node for `key`, with metadata if given, taking `old`'s ring position if it has
-  /// one. Write lock held.
+  /// A new node for `key`, whose hash is `hash`, with metadata if given, taking `old`'s ring
+  /// position if it has one. Write lock held.
   @inlinable @inline(__always)
   func _makeNode(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, replacing old: _Node<Key, Value>?,
-    version: UInt64
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int,
+    replacing old: _Node<Key, Value>?, version: UInt64
   ) -> _Node<Key, Value> {
     let writer = _writer.pointer
     guard let metadata = metadata ?? _defaultMetadata else {
@@ -507,14 +508,14 @@ extension _ConcurrentTable {
       let node = _Node.make(
         key: key, value: value, metadata: metadata,
         recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
-        slot: old.slot, version: version, older: old.bits, memory: memory)
+        slot: old.slot, hash: hash, version: version, older: old.bits, memory: memory)
       writer.pointee.ring[node.slot] = node.bits
       return node
     }
     let position = _takeRingPosition()
     let node = _Node.make(
-      key: key, value: value, metadata: metadata, recency: 0, slot: position, version: version,
-      older: old?.bits ?? 0, memory: memory)
+      key: key, value: value, metadata: metadata, recency: 0, slot: position, hash: hash,
+      version: version, older: old?.bits ?? 0, memory: memory)
     writer.pointee.ring[position] = node.bits
     return node
   }
@@ -545,22 +546,61 @@ extension _ConcurrentTable {
     stageRemoveNode(key)?.value.pointee
   }
 
-  /// Stages the removal of `key`; returns the node removed, which stays valid until the write
-  /// lock is released. Frees the entry's ring position. Write lock held.
+  /// Stages the removal of `key`, whose hash is `hash` if the caller knows it (a node with
+  /// metadata keeps it); returns the node removed, which stays valid until the write lock is
+  /// released. Frees the entry's ring position. Write lock held.
   ///
-  /// - Complexity: O(1) on average: one hash of `key`.
+  /// - Complexity: O(1) on average: at most one hash of `key`.
   @inlinable @inline(__always)
-  func stageRemoveNode(_ key: Key) -> _Node<Key, Value>? {
+  func stageRemoveNode(_ key: Key, hash knownHash: Int? = nil) -> _Node<Key, Value>? {
     let writer = _writer.pointer
     _growStep()
-    let hash = key.hashValue
+    let hash = knownHash ?? key.hashValue
     writer.pointee.lastHash = hash
-    let slot = _writeSlot(for: key, hash: hash)
+    let slot = _writeSlot(hash: hash)
     guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
+    _stageRemoval(of: old, linkedFrom: predecessor, hash: hash)
+    return old
+  }
+
+  /// Stages the removal of the entry at ring position `position` (nodes carry metadata); returns
+  /// its node, which stays valid until the write lock is released. Its key is neither hashed
+  /// nor compared: the node keeps its hash, and is found in its chain by identity. Write lock
+  /// held.
+  ///
+  /// - Complexity: O(1) on average.
+  @inlinable @inline(__always)
+  func stageRemoveEntry(at position: Int) -> _Node<Key, Value> {
+    let writer = _writer.pointer
+    _growStep()
+    let hash = _Node<Key, Value>(bits: writer.pointee.ring[position]).unsafelyUnwrapped
+      .storedHash.unsafelyUnwrapped
+    writer.pointee.lastHash = hash
+    var link = _writeSlot(hash: hash)
+    // Read only now: growth may have just copied the node into the new table.
+    let old = _Node<Key, Value>(bits: writer.pointee.ring[position]).unsafelyUnwrapped
+    var bits = link.pointee.load(ordering: .relaxed)
+    while bits != old.bits {
+      link = _Node<Key, Value>(bits: bits).unsafelyUnwrapped.next
+      bits = link.pointee.load(ordering: .relaxed)
+    }
+    _stageRemoval(of: old, linkedFrom: link, hash: hash)
+    return old
+  }
+
+  /// Replaces `old`, a node with a value linked from `predecessor`, with a tombstone. Write
+  /// lock held.
+  @inlinable @inline(__always)
+  func _stageRemoval(
+    of old: _Node<Key, Value>, linkedFrom predecessor: UnsafeMutablePointer<Atomic<Int>>,
+    hash: Int
+  ) {
+    let writer = _writer.pointer
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     let tombstone = _Node<Key, Value>.makeTombstone(
-      key: key, version: version, older: old.bits, memory: _spareTombstone())
+      key: old.key.pointee, hash: hash, version: version, older: old.bits,
+      memory: _spareTombstone())
     tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
     predecessor.pointee.store(tombstone.bits, ordering: .releasing)
     if old.hasMetadata {
@@ -571,7 +611,6 @@ extension _ConcurrentTable {
     writer.pointee.tombstones.append((tombstone.bits, writer.pointee.epoch))
     writer.pointee.tombstoneCount += 1
     writer.pointee.count -= 1
-    return old
   }
 
   /// Stages the removal of every entry: a new, empty generation. Returns whether there was
@@ -718,15 +757,18 @@ extension _ConcurrentTable {
       index += 1
       // A tombstone replaced by a later write, or moved by growth, was retired then.
       if tombstone.isRetiredTombstone { continue }
-      let key = tombstone.key.pointee
-      let slot = _writeSlot(for: key, hash: key.hashValue)
-      // Unlink it if it is still the key's current node. Otherwise it belongs to a generation
-      // that `removeAll()` retired, whose free frees it with the rest of its chain (a tombstone
-      // that growth just moved, while looking for its key here, is marked retired, and its
-      // copy has an entry of its own).
-      if let (predecessor, node) = _find(key, in: slot), node.bits == tombstone.bits {
-        predecessor.pointee.store(
-          tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
+      // Unlink it if it is still in its key's chain (found by identity: no key is compared).
+      // Otherwise it belongs to a generation that `removeAll()` retired, whose free frees it
+      // with the rest of its chain (a tombstone that growth just moved, while looking for its
+      // bucket here, is marked retired, and its copy has an entry of its own).
+      var link = _writeSlot(hash: tombstone.storedHash.unsafelyUnwrapped)
+      var bits = link.pointee.load(ordering: .relaxed)
+      while bits != 0 && bits != tombstone.bits {
+        link = _Node<Key, Value>(bits: bits).unsafelyUnwrapped.next
+        bits = link.pointee.load(ordering: .relaxed)
+      }
+      if bits == tombstone.bits {
+        link.pointee.store(tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
         writer.pointee.tombstoneCount -= 1
         writer.pointee.retire(.node(tombstone.bits))
       }
@@ -854,10 +896,10 @@ extension _ConcurrentTable {
 
   // MARK: Finding and growing
 
-  /// The bucket of `key` in the newest table (during growth, after moving the key's old
-  /// bucket). Write lock held.
+  /// The bucket of the keys whose hash is `hash` in the newest table (during growth, after
+  /// moving their old bucket). Write lock held.
   @inlinable @inline(__always)
-  func _writeSlot(for key: Key, hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
+  func _writeSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
     let root = _writer.pointer.pointee.root
     guard let next = root.pointee.nextTable else {
       return root.pointee.buckets + (hash & root.pointee.mask)
@@ -953,7 +995,8 @@ extension _ConcurrentTable {
       bits = node.next.pointee.load(ordering: .relaxed)
       let copy = node.copy(memory: _spare(tombstone: node.isTombstone, size: node.byteCount))
       if copy.hasMetadata { writer.pointee.ring[copy.slot] = copy.bits }
-      let slot = next.pointee.buckets + (copy.key.pointee.hashValue & next.pointee.mask)
+      let hash = copy.storedHash ?? copy.key.pointee.hashValue
+      let slot = next.pointee.buckets + (hash & next.pointee.mask)
       copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
       slot.pointee.store(copy.bits, ordering: .releasing)
       if node.isTombstone {
@@ -1063,7 +1106,7 @@ extension _ConcurrentTable {
 
 extension _ConcurrentTable {
   /// Checks the table's invariants (debug builds only): every node sits in the bucket of its
-  /// key's hash, each key once, the counts exact, nothing staged. Write lock held (or no other
+  /// key's hash, each key once, a kept hash its key's, the counts exact, nothing staged. Write lock held (or no other
   /// thread using the table).
   @usableFromInline
   func _checkInvariants() {
@@ -1086,6 +1129,9 @@ extension _ConcurrentTable {
               key.hashValue & table.pointee.mask == index,
               "Internal inconsistency: a node in the wrong bucket")
             precondition(keys.insert(key).inserted, "Internal inconsistency: a key twice")
+            precondition(
+              node.storedHash.map { $0 == key.hashValue } ?? true,
+              "Internal inconsistency: a node keeps a hash that is not its key's")
             precondition(
               node.version <= writer.pointee.version, "Internal inconsistency: unpublished node")
             if node.isTombstone { tombstones += 1 } else { entries += 1 }

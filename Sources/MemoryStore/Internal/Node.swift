@@ -31,7 +31,8 @@ import Synchronization
 /// |---|---|---|---|
 /// | 0 | `recency`: a 2-bit CLOCK counter and, above it, the second of the last read | always | atomic; readers raise it, the writer lowers it |
 /// | 4 | `slot`: the entry's position in the table's ring | always | the writer's only; readers never read it |
-/// | 8… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
+/// | 8 | `hash`: the key's hash, so that evicting the entry or moving it to a larger table does not hash the key again | always | immutable once linked |
+/// | 16… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
 /// | then | `cost` (absent: 0) | ``costFlag`` | immutable once linked |
 /// | then | `writtenAt`, nanoseconds since the store's origin (absent: 0) | ``writtenAtFlag`` | immutable once linked |
 @usableFromInline
@@ -100,7 +101,7 @@ struct _Node<Key: Hashable, Value> {
   /// The size of a node holding a value and metadata with the stamp flags `flags`.
   @inlinable @inline(__always)
   static func metadataNodeSize(flags: UInt64) -> Int {
-    metadataOffset + 8 + 8 * (flags >> 2 & 7).nonzeroBitCount
+    metadataOffset + 16 + 8 * (flags >> 2 & 7).nonzeroBitCount
   }
 
   // MARK: Making and destroying
@@ -111,7 +112,7 @@ struct _Node<Key: Hashable, Value> {
 
   /// The size of a tombstone.
   @inlinable @inline(__always)
-  static var tombstoneSize: Int { tombstoneRetiredOffset + 8 }
+  static var tombstoneSize: Int { tombstoneRetiredOffset + 16 }
 
   /// A node holding `value`, not linked yet, in `memory` (a spare block of
   /// ``valueNodeSize`` bytes) or in a new allocation.
@@ -130,7 +131,7 @@ struct _Node<Key: Hashable, Value> {
   /// least ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
   @inlinable
   static func make(
-    key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int,
+    key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int, hash: Int,
     version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
     let flags = self.flags(for: metadata)
@@ -142,7 +143,8 @@ struct _Node<Key: Hashable, Value> {
     let base = node.raw + metadataOffset
     base.bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(recency))
     node.slot = slot
-    var field = base + 8
+    base.storeBytes(of: hash, toByteOffset: 8, as: Int.self)
+    var field = base + 16
     if flags & expiryFlag != 0 {
       field.storeBytes(of: metadata.expiresAt, as: Int64.self)
       field += 8
@@ -155,20 +157,23 @@ struct _Node<Key: Hashable, Value> {
     return node
   }
 
-  /// A tombstone for `key`, not linked yet: the record that `key` was removed at `version`.
+  /// A tombstone for `key`, whose hash is `hash`, not linked yet: the record that `key` was
+  /// removed at `version`.
   @inlinable
   static func makeTombstone(
-    key: Key, version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
+    key: Key, hash: Int, version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
     let node = allocate(
       byteCount: tombstoneSize, version: version, flags: tombstoneFlag, older: older,
       memory: memory)
     node.key.initialize(to: key)
     node.raw.storeBytes(of: 0, toByteOffset: tombstoneRetiredOffset, as: Int.self)
+    node.raw.storeBytes(of: hash, toByteOffset: tombstoneRetiredOffset + 8, as: Int.self)
     return node
   }
 
-  /// Where a tombstone keeps its writer-only mark (in place of a value).
+  /// Where a tombstone keeps its writer-only mark (in place of a value), followed by its
+  /// key's hash.
   @inlinable @inline(__always)
   static var tombstoneRetiredOffset: Int {
     _roundUp(keyOffset + MemoryLayout<Key>.size, toMultipleOf: 8)
@@ -191,13 +196,14 @@ struct _Node<Key: Hashable, Value> {
   func copy(memory: UnsafeMutableRawPointer?) -> _Node {
     if isTombstone {
       return _Node.makeTombstone(
-        key: key.pointee, version: version, older: older, memory: memory)
+        key: key.pointee, hash: storedHash.unsafelyUnwrapped, version: version, older: older,
+        memory: memory)
     }
     if hasMetadata {
       return _Node.make(
         key: key.pointee, value: value.pointee, metadata: metadata,
-        recency: recency.pointee.load(ordering: .relaxed), slot: slot, version: version,
-        older: older, memory: memory)
+        recency: recency.pointee.load(ordering: .relaxed), slot: slot,
+        hash: storedHash.unsafelyUnwrapped, version: version, older: older, memory: memory)
     }
     return _Node.make(
       key: key.pointee, value: value.pointee, version: version, older: older, memory: memory)
@@ -274,7 +280,7 @@ struct _Node<Key: Hashable, Value> {
   /// Where the optional metadata field `flag` is, given the stamp.
   @inlinable @inline(__always)
   func _field(_ flag: UInt64, stamp: UInt64) -> UnsafeMutableRawPointer {
-    raw + _Node.metadataOffset + 8 + 8 * (stamp & (flag &- 1) & 0b11100).nonzeroBitCount
+    raw + _Node.metadataOffset + 16 + 8 * (stamp & (flag &- 1) & 0b11100).nonzeroBitCount
   }
 
   /// When the entry expires (`Int64.max`: never); only on a node that ``hasMetadata``.
@@ -318,6 +324,19 @@ struct _Node<Key: Hashable, Value> {
         of: UInt32(truncatingIfNeeded: newValue), toByteOffset: _Node.metadataOffset + 4,
         as: UInt32.self)
     }
+  }
+
+  /// The key's hash, kept by tombstones and nodes with metadata; `nil` in other nodes.
+  @inlinable @inline(__always)
+  var storedHash: Int? {
+    let stamp = self.stamp
+    if stamp & _Node.tombstoneFlag != 0 {
+      return raw.load(fromByteOffset: _Node.tombstoneRetiredOffset + 8, as: Int.self)
+    }
+    if stamp & _Node.metadataFlag != 0 {
+      return raw.load(fromByteOffset: _Node.metadataOffset + 8, as: Int.self)
+    }
+    return nil
   }
 
   @inlinable @inline(__always)
