@@ -480,7 +480,8 @@ extension _ConcurrentTable {
       }
       return (old, node)
     }
-    let node = _makeNode(key, value, metadata: metadata, hash: hash, replacing: nil, version: version)
+    let node = _makeNode(
+      key, value, metadata: metadata, hash: hash, replacing: nil, version: version)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
