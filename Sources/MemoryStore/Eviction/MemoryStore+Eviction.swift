@@ -350,7 +350,8 @@ extension MemoryStore {
   ) -> (changed: Bool, previous: Value?) {
     let now = _lockForWrite(timeToLive: timeToLive)
     let activation = _activatePolicyLocked(now: now)
-    var write = _beginPolicyWriteLocked(now: now, reason: .write)
+    var write = _PolicyWrite(store: self, now: now, reason: .write, collectsExpiredKeys: false)
+    _beginPolicyWriteLocked(&write)
     var protected = -1
     if let newValue {
       let applied = write.set(
@@ -426,8 +427,9 @@ extension MemoryStore {
     requested: [(key: Key, version: UInt64)] = [], requestedReason: EvictionReason = .decider,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
-    var write = _beginPolicyWriteLocked(
-      now: now, reason: reason, collectsExpiredKeys: operation?.isRemoveAll ?? false)
+    var write = _PolicyWrite(
+      store: self, now: now, reason: reason, collectsExpiredKeys: operation?.isRemoveAll ?? false)
+    _beginPolicyWriteLocked(&write)
     let metadata = _entryMetadataLocked(now: now, cost: 0, timeToLive: nil)
     var protected = -1
     switch operation {
@@ -473,22 +475,18 @@ extension MemoryStore {
     return write.outcome
   }
 
-  /// Starts a write through the policy (write lock held): removes the entries that have
-  /// expired by `now`, earliest first, a bounded number per write.
+  /// Starts `write`, a write through the policy just made (write lock held): removes the
+  /// entries that have expired by its time, earliest first, a bounded number per write. The
+  /// write is made by the caller and passed in place: returning it would copy its ~150 bytes.
   @inlinable @inline(__always)
-  func _beginPolicyWriteLocked(
-    now: Int64, reason: ChangeReason, collectsExpiredKeys: Bool = false
-  ) -> _PolicyWrite<Key, Value> {
-    var write = _PolicyWrite(
-      store: self, now: now, reason: reason, collectsExpiredKeys: collectsExpiredKeys)
+  func _beginPolicyWriteLocked(_ write: inout _PolicyWrite<Key, Value>) {
     let policy = _policy.pointer
-    guard policy.pointee.nextExpiry <= now else { return write }
+    guard policy.pointee.nextExpiry <= write.now else { return }
     while write.expiredCount < Self._expiryChunk,
-      let node = policy.pointee.takeExpired(_table, now: now)
+      let node = policy.pointee.takeExpired(_table, now: write.now)
     {
       write.removeEntry(at: node.slot, reason: .expired, in: self)
     }
-    return write
   }
 
   /// Ends a write through the policy (write lock held): evicts to stay within the limits
