@@ -27,6 +27,7 @@ func runEvictionBenchmark(plan: EvictionPlan) {
   print("# Eviction")
   print("")
   printHitRates(plan: plan)
+  printSizedHitRates(plan: plan)
   printBlocking(plan: plan)
 }
 
@@ -166,6 +167,114 @@ func printHitRates(plan: EvictionPlan) {
       + "W-TinyLFU and LIRS on every trace (see Scripts/hitrate/)")
   print("- The count limit held after every trace: \(limitHeld ? "yes" : "**NO**")")
   print("- Belady at least LRU and MemoryStore on every row: \(beladyIsBest ? "yes" : "**NO**")")
+  print("")
+}
+
+/// The object and byte hit rates of a strict LRU cache holding at most `capacity` in total
+/// size: a hit moves the key to the front; a miss inserts it, if it fits at all, and evicts
+/// from the back until the total fits.
+func sizedLRUHitRates(
+  _ trace: SizedHitRateTrace, capacity: Int
+) -> (objects: Double, bytes: Double) {
+  let keySpace = trace.sizes.count
+  var previous = [Int](repeating: -1, count: keySpace)
+  var next = [Int](repeating: -1, count: keySpace)
+  var cached = [Bool](repeating: false, count: keySpace)
+  var head = -1
+  var tail = -1
+  var total = 0
+  var hits = 0
+  var hitBytes = 0
+  var allBytes = 0
+  func unlink(_ key: Int) {
+    if previous[key] >= 0 { next[previous[key]] = next[key] } else { head = next[key] }
+    if next[key] >= 0 { previous[next[key]] = previous[key] } else { tail = previous[key] }
+  }
+  func pushFront(_ key: Int) {
+    previous[key] = -1
+    next[key] = head
+    if head >= 0 { previous[head] = key }
+    head = key
+    if tail < 0 { tail = key }
+  }
+  for key in trace.keys {
+    let size = trace.sizes[key]
+    allBytes += size
+    if cached[key] {
+      hits += 1
+      hitBytes += size
+      unlink(key)
+      pushFront(key)
+      continue
+    }
+    guard size <= capacity else { continue }
+    cached[key] = true
+    total += size
+    pushFront(key)
+    while total > capacity {
+      let victim = tail
+      unlink(victim)
+      cached[victim] = false
+      total -= trace.sizes[victim]
+    }
+  }
+  return (Double(hits) / Double(trace.keys.count), Double(hitBytes) / Double(allBytes))
+}
+
+/// The object and byte hit rates of a MemoryStore with `costLimit = capacity` used as a cache,
+/// each key written with its size as its cost; also whether the limit held.
+func storeSizedHitRates(
+  _ trace: SizedHitRateTrace, capacity: Int
+) -> (objects: Double, bytes: Double, withinLimit: Bool) {
+  let store = MemoryStore<Int, Int>(name: "sized-hit-rate")
+  store.costLimit = capacity
+  var hits = 0
+  var hitBytes = 0
+  var allBytes = 0
+  for key in trace.keys {
+    let size = trace.sizes[key]
+    allBytes += size
+    if store[key] != nil {
+      hits += 1
+      hitBytes += size
+    } else {
+      store.setValue(key, forKey: key, cost: size)
+    }
+  }
+  return (
+    Double(hits) / Double(trace.keys.count), Double(hitBytes) / Double(allBytes),
+    store.statistics.totalCost <= capacity
+  )
+}
+
+func printSizedHitRates(plan: EvictionPlan) {
+  let trace = sizedHitRateTrace(length: plan.traceLength, keySpace: plan.keySpace)
+  print("## Hit rate with sizes: cost limit against size-aware strict LRU")
+  print("")
+  print(
+    "- \(trace.name): \(trace.summary); \(trace.keys.count) accesses. Each key is written with "
+      + "its size as its cost; the capacities are 1 % and 10 % of the key space's total size. "
+      + "Objects: the share of accesses that hit; bytes: the share of the accessed size that "
+      + "hit. libCacheSim's policies with sizes: Scripts/hitrate/reference.py.")
+  print("")
+  print(
+    "| trace | cost limit | LRU objects | MemoryStore objects | LRU bytes | MemoryStore bytes |")
+  print("|---|---:|---:|---:|---:|---:|")
+  var limitHeld = true
+  for capacity in trace.capacities {
+    let lru = sizedLRUHitRates(trace, capacity: capacity)
+    let ours = storeSizedHitRates(trace, capacity: capacity)
+    limitHeld = limitHeld && ours.withinLimit
+    print(
+      "| \(trace.name) | \(capacity) | \(fixed(lru.objects * 100, 2)) % "
+        + "| \(fixed(ours.objects * 100, 2)) % | \(fixed(lru.bytes * 100, 2)) % "
+        + "| \(fixed(ours.bytes * 100, 2)) % |")
+    progress(
+      "sized hit rate at \(capacity): LRU \(fixed(lru.objects * 100, 2)), MemoryStore "
+        + "\(fixed(ours.objects * 100, 2))")
+  }
+  print("")
+  print("- The cost limit held after every run: \(limitHeld ? "yes" : "**NO**")")
   print("")
 }
 

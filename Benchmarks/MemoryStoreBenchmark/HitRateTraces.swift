@@ -139,3 +139,55 @@ func exportTraces(_ traces: [HitRateTrace], to directory: String) throws {
   }
   try Data(manifest.utf8).write(to: folder.appendingPathComponent("manifest.tsv"))
 }
+
+// MARK: - A trace with sizes
+
+/// A trace whose keys have sizes, replayed against a cost limit: what orders cost evictions.
+struct SizedHitRateTrace {
+  var name: String
+  var summary: String
+  var keys: [Int]
+  /// The size of each key of the key space, by key.
+  var sizes: [Int]
+  /// 1 % and 10 % of the total size of the key space.
+  var capacities: [Int]
+}
+
+/// Zipf 0.99 over `keySpace` keys (the same accesses as `zipf-0.99`), each key with a fixed
+/// size from a Pareto law (shape 1.5, from 8, at most 2 000: most small, a few large), drawn
+/// independently of its popularity.
+func sizedHitRateTrace(length: Int, keySpace: Int) -> SizedHitRateTrace {
+  var random = SplitMix64(seed: 0x51_2E5)
+  let sizes = (0..<keySpace).map { _ in
+    let uniform = (Double(random.next() >> 11) + 1) / Double(1 << 53)
+    return min(2_000, Int((8 * pow(uniform, -1 / 1.5)).rounded(.up)))
+  }
+  let total = sizes.reduce(0, +)
+  return SizedHitRateTrace(
+    name: "zipf-0.99-sized",
+    summary: "Zipf 0.99 over \(keySpace) keys whose sizes (8 to 2000, mean "
+      + "\(fixed(Double(total) / Double(keySpace), 1))) follow a Pareto law",
+    keys: zipfTrace(length: length, keySpace: keySpace, exponent: 0.99, seed: 0x5A1F),
+    sizes: sizes, capacities: [total / 100, total / 10])
+}
+
+/// Writes the sized trace to `directory` as `NAME.txt`, one `key size` pair per line, and adds
+/// it to `manifest.tsv` with `sized` set.
+func exportSizedTrace(_ trace: SizedHitRateTrace, to directory: String) throws {
+  let folder = URL(fileURLWithPath: directory, isDirectory: true)
+  var bytes: [UInt8] = []
+  bytes.reserveCapacity(trace.keys.count * 12)
+  for key in trace.keys {
+    bytes.append(contentsOf: "\(key) \(trace.sizes[key])\n".utf8)
+  }
+  try Data(bytes).write(to: folder.appendingPathComponent("\(trace.name).txt"))
+  let manifest = folder.appendingPathComponent("manifest.tsv")
+  let handle = try FileHandle(forWritingTo: manifest)
+  defer { try? handle.close() }
+  try handle.seekToEnd()
+  try handle.write(
+    contentsOf: Data(
+      ("\(trace.name)\t\(trace.capacities[0])\t\(trace.capacities[1])\t\(trace.keys.count)"
+        + "\t\(Set(trace.keys).count)\t\(trace.summary)\n").utf8))
+  progress("exported \(trace.name): \(trace.keys.count) accesses with sizes")
+}

@@ -219,6 +219,8 @@ if let directory = options.exportDirectory {
   do {
     try exportTraces(
       hitRateTraces(length: plan.traceLength, keySpace: plan.keySpace), to: directory)
+    try exportSizedTrace(
+      sizedHitRateTrace(length: plan.traceLength, keySpace: plan.keySpace), to: directory)
   } catch {
     progress("MemoryStoreBenchmark: could not export the traces to \(directory): \(error)")
     exit(1)

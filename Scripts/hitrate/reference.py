@@ -8,7 +8,9 @@ and the best of ARC, S3-FIFO, SIEVE, W-TinyLFU and LIRS (the next policy's yards
 
 Every trace is first converted to libCacheSim's oracleGeneral binary format (24-byte records:
 timestamp u32, object id u64, size u32, next access i64) so that Belady knows each request's next
-use; objects have size 1, so a cache size is a number of keys.
+use; objects have size 1, so a cache size is a number of keys. A sized trace (lines of `key size`,
+such as `zipf-0.99-sized`) keeps its sizes, and its capacities are total sizes: its rows give
+object hit ratios, and Belady there is libCacheSim's size-aware heuristic, not an optimum.
 
     pip install libcachesim numpy
     python3 Scripts/hitrate/reference.py DIR [--policies LRU,ARC,...] [--benchmark FILE]
@@ -46,9 +48,10 @@ def read_manifest(directory):
         return [dict(zip(header, line.rstrip("\n").split("\t"))) for line in file if line.strip()]
 
 
-def write_oracle(keys, path):
-    """Writes `keys` as an oracleGeneral trace: next access as a 1-based request index, -1 for
-    none (libCacheSim's own converter's convention). Ids are key + 1: 0 is never used as an id."""
+def write_oracle(keys, path, sizes=None):
+    """Writes `keys` (with `sizes`, or size 1) as an oracleGeneral trace: next access as a 1-based
+    request index, -1 for none (libCacheSim's own converter's convention). Ids are key + 1: 0 is
+    never used as an id."""
     count = len(keys)
     order = np.lexsort((np.arange(count), keys))
     next_access = np.full(count, -1, dtype=np.int64)
@@ -56,15 +59,16 @@ def write_oracle(keys, path):
     next_access[order[:-1][same]] = order[1:][same] + 1
     records = np.zeros(count, dtype=ORACLE_RECORD)
     records["id"] = keys.astype(np.uint64) + 1
-    records["size"] = 1
+    records["size"] = 1 if sizes is None else sizes
     records["next"] = next_access
     records.tofile(path)
 
 
-def hit_ratio(policy, path, capacity):
-    """The hit ratio (%) of `policy` with room for `capacity` keys on the oracle trace."""
+def hit_ratio(policy, path, capacity, sized=False):
+    """The hit ratio (%) of `policy` with room for `capacity` keys (or, `sized`, that total
+    size) on the oracle trace."""
     reader = lcs.TraceReader(
-        path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=True)
+        path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=not sized)
     )
     cache = getattr(lcs, policy)(capacity)
     miss_ratio, _ = cache.process_trace(reader)
@@ -80,6 +84,10 @@ def read_benchmark(path):
             if len(cells) == 7 and cells[1].isdigit():
                 values = [float(cell) for cell in cells[2:5]]
                 rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore", "Belady"], values))
+            elif len(cells) == 6 and cells[1].isdigit() and cells[0].endswith("-sized"):
+                # The sized table: LRU and MemoryStore object hit ratios (no Belady).
+                values = [float(cell) for cell in cells[2:4]]
+                rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore"], values))
     return rows
 
 
@@ -107,11 +115,15 @@ def main():
         for row in read_manifest(arguments.directory):
             name = row["name"]
             text = open(os.path.join(arguments.directory, name + ".txt"), "rb").read()
-            keys = np.array(text.split(), dtype=np.int64)
+            sized = len(text.split(b"\n", 1)[0].split()) == 2
+            values = np.array(text.split(), dtype=np.int64)
+            keys, sizes = (values[0::2], values[1::2]) if sized else (values, None)
             oracle = os.path.join(scratch, name + ".oracleGeneral")
-            write_oracle(keys, oracle)
+            write_oracle(keys, oracle, sizes)
             for capacity in (int(row["capacity1"]), int(row["capacity10"])):
-                ratios = {policy: hit_ratio(policy, oracle, capacity) for policy in policies}
+                ratios = {
+                    policy: hit_ratio(policy, oracle, capacity, sized) for policy in policies
+                }
                 cells = [f"{ratios[policy]:.2f}" for policy in policies]
                 if contenders:
                     best = max(contenders, key=lambda policy: ratios[policy])
@@ -131,7 +143,9 @@ def main():
                         else:
                             cells.append("n/a")
                         for policy in ("LRU", "Belady"):
-                            if policy in ratios and abs(ours[policy] - ratios[policy]) > 0.1:
+                            if policy not in ours or policy not in ratios:
+                                continue
+                            if abs(ours[policy] - ratios[policy]) > 0.1:
                                 disagreements.append(
                                     f"{name} at {capacity}: {policy} {ours[policy]:.2f} in the "
                                     f"benchmark, {ratios[policy]:.2f} in libCacheSim"

@@ -70,13 +70,18 @@ struct _Policy {
     let deadline = new.expiresAt
     if let old, !old.isTombstone, old.hasMetadata {
       totalCost += new.cost - old.cost
-      if old.expiresAt != .max {
-        let index = Int(heapIndex[new.slot])
+      let oldDeadline = old.expiresAt
+      if oldDeadline != .max {
+        // The item's deadline is at or before the old one: a deadline pushed back (the
+        // commonest rewrite, under a default time to live) needs no look at the heap at all.
         if deadline == .max {
-          removeExpiry(at: index)
-        } else if deadline < expiries[index].deadline {
-          expiries[index].deadline = deadline
-          siftUp(index)
+          removeExpiry(at: Int(heapIndex[new.slot]))
+        } else if deadline < oldDeadline {
+          let index = Int(heapIndex[new.slot])
+          if deadline < expiries[index].deadline {
+            expiries[index].deadline = deadline
+            siftUp(index)
+          }
         }
         return
       }
