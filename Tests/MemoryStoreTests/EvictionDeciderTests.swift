@@ -32,6 +32,38 @@ extension StoreContractTests {
       #expect(store.statistics.evictions[.decider] == 2)
     }
 
+    @Test func withTheSystemClockAWriteTimeIsNeverLateAndAtMostATickEarly() throws {
+      // With only a decider timing entries, writes may take the coarse clock: the write time
+      // must not be after the write returned, nor more than a tick (at most 10 ms) before
+      // the write started, and an age is never negative. A time to live needs the precise
+      // clock again.
+      let calls = Calls()
+      let store = MemoryStore<String, Int>(scheduler: .dispatch) { key, value, context in
+        calls.append(key, value, context)
+        return false
+      }
+      var windows: [String: (ContinuousClock.Instant, ContinuousClock.Instant)] = [:]
+      for round in 0..<50 {
+        let key = "k\(round)"
+        let before = ContinuousClock.now
+        if round == 25 {
+          store.setValue(round, forKey: key, timeToLive: .seconds(600))
+        } else {
+          store[key] = round
+        }
+        windows[key] = (before, ContinuousClock.now)
+      }
+      _ = store.purgeEvictableItems()
+      #expect(calls.all.count == 50)
+      for (key, _, context) in calls.all {
+        let (before, after) = try #require(windows[key])
+        #expect(context.writtenAt <= after, "\(key) written after its write returned")
+        #expect(before - context.writtenAt <= .milliseconds(10), "\(key) written too early")
+        #expect(context.age >= .zero)
+        if key == "k25" { #expect(context.writtenAt >= before, "a timed write is precise") }
+      }
+    }
+
     @Test func theCallersPayloadReachesTheDeciderUnchanged() throws {
       struct Payload: Sendable, Equatable { let reason: String }
       let calls = Calls()

@@ -83,14 +83,18 @@ public struct EvictionContext: Sendable {
   /// When the run started.
   public let now: ContinuousClock.Instant
   /// When the entry's current value was written.
+  ///
+  /// With the system scheduler on Linux, a write that sets no time to live in a store where
+  /// no entry expires takes its time from the system's coarse clock, which is cheaper to read
+  /// and trails the precise one by at most one scheduler tick (1 to 10 ms, typically 4): the
+  /// entry may appear that much older, never younger, and ``age`` is never negative.
   public let writtenAt: ContinuousClock.Instant
   /// When the entry was last read, to the second, or `nil` if it was not read since it was
   /// inserted.
   ///
-  /// Reads record this without a lock, in a table indexed by the key's hash that the store
-  /// keeps at four to sixteen slots per entry; a key that shares its slot with another may
-  /// appear read more recently than it was, never less. The value is the start of the second in which the
-  /// read happened (as the store's clock saw it, ticking once a second while a decider is set).
+  /// Reads record this without a lock, in the entry itself. The value is the start of the
+  /// second in which the read happened (as the store's clock saw it, ticking once a second
+  /// while a decider is set).
   public let lastReadAt: ContinuousClock.Instant?
   /// The entry's cost, as given to ``MemoryStore/setValue(_:forKey:cost:timeToLive:)`` (0 for
   /// other writes).

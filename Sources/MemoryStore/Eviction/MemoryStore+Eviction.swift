@@ -373,11 +373,27 @@ extension MemoryStore {
   /// time to live given or by default, no decider, which reads write times, and no entry that
   /// expires), which nothing then reads. If the store started timing entries between the look
   /// and the lock, it unlocks, reads the clock and locks again.
+  ///
+  /// When only write times need it (a decider, no time to live given or by default, no entry
+  /// that expires), the system's coarse clock does (see ``EvictionContext/writtenAt``): about
+  /// 6 ns to read instead of 28, for a write time at most a tick early.
   @inlinable @inline(__always)
   func _lockForWrite(timeToLive: Duration?) -> Int64 {
     if timeToLive == nil && !_needsClock {
       _writeLock.lock()
       guard _needsClock else { return 0 }
+      _writeLock.unlock()
+    }
+    if timeToLive == nil && _keepsWriteTimes && _coarseOffset != 0
+      && _nextExpiry.load(ordering: .relaxed) == .max
+    {
+      let now = _SystemClock.coarse &- _systemOrigin
+      _writeLock.lock()
+      if _nextExpiry.load(ordering: .relaxed) == .max
+        && _policy.pointer.pointee.defaultLifetime == nil
+      {
+        return now
+      }
       _writeLock.unlock()
     }
     let now = _clockNanos()
