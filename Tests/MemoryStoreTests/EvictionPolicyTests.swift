@@ -108,12 +108,16 @@ import Testing
     var reference: [UInt32] = []
     var random = SplitMix64(seed: 7)
     for _ in 0..<5_000 {
-      // Few distinct fingerprints, so that repeats and long probe chains occur.
-      let fingerprint = UInt32(random.below(60) * 2 + 1)
+      // Few distinct fingerprints, so that repeats and long probe chains occur; half of them
+      // home at the last slot, so that chains wrap round the end of the set.
+      let pick = UInt32(random.below(60))
+      let fingerprint = pick < 30 ? pick * 2 + 1 : UInt32.max - (pick - 30) * 2
       ghosts.insert(fingerprint)
       reference.append(fingerprint)
       if reference.count > 20 { reference.removeFirst() }
-      for candidate in stride(from: UInt32(1), to: 121, by: 2) {
+      for candidate in (0..<30).map({ UInt32($0) * 2 + 1 })
+        + (0..<30).map({ UInt32.max - UInt32($0) * 2 })
+      {
         #expect(ghosts.contains(candidate) == reference.contains(candidate))
       }
       #expect(ghosts.occupiedCount == reference.count)

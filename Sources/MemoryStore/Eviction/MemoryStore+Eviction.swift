@@ -736,7 +736,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     in store: MemoryStore<Key, Value>
   ) -> Value? {
     guard let old = store._table.stageRemoveNode(key, hash: hash) else { return nil }
-    return removed(old, reason: reason, checksExpiry: checksExpiry, in: store)
+    return removed(old, key: key, reason: reason, checksExpiry: checksExpiry, in: store)
   }
 
   /// Removes the entry at ring position `position` (the store has a policy), which the policy
@@ -746,23 +746,24 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     at position: Int, reason: ChangeReason, in store: MemoryStore<Key, Value>
   ) {
     let old = store._table.stageRemoveEntry(at: position)
-    _ = removed(old, reason: reason, checksExpiry: false, in: store)
+    _ = removed(old, key: old.key.pointee, reason: reason, checksExpiry: false, in: store)
   }
 
-  /// Accounts for and logs `old`, just removed; returns its value unless it had expired.
+  /// Accounts for `old`, just removed, and logs it as `key` (the caller's key, as every
+  /// write logs it); returns its value unless it had expired.
   @inlinable @inline(__always)
   mutating func removed(
-    _ old: _Node<Key, Value>, reason: ChangeReason, checksExpiry: Bool,
-    in store: MemoryStore<Key, Value>
+    _ old: _Node<Key, Value>, key: @autoclosure () -> Key, reason: ChangeReason,
+    checksExpiry: Bool, in store: MemoryStore<Key, Value>
   ) -> Value? {
     if carriesMetadata { store._policy.pointer.pointee.untrack(old) }
     outcome.changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
-      noteExpired(old.key.pointee, in: store)
+      noteExpired(key(), in: store)
       return nil
     }
     if store._tracker.pointer.pointee.isTracking {
-      store._logPolicyChange(old.key.pointee, nil, wasPresent: true, reason)
+      store._logPolicyChange(key(), nil, wasPresent: true, reason)
     }
     return old.value.pointee
   }

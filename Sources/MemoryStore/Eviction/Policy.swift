@@ -1,11 +1,13 @@
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
+#if canImport(Darwin)
   import Darwin
+#elseif canImport(Glibc)
+  import Glibc
 #elseif canImport(Musl)
   import Musl
+#elseif canImport(Bionic)
+  import Bionic
 #endif
 
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the

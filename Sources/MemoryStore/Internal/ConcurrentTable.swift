@@ -582,6 +582,7 @@ extension _ConcurrentTable {
     let old = _Node<Key, Value>(bits: writer.pointee.ring[position]).unsafelyUnwrapped
     var bits = link.pointee.load(ordering: .relaxed)
     while bits != old.bits {
+      assert(bits != 0, "Internal inconsistency: a ring entry not in its chain")
       link = _Node<Key, Value>(bits: bits).unsafelyUnwrapped.next
       bits = link.pointee.load(ordering: .relaxed)
     }
