@@ -107,10 +107,11 @@ extension MemoryStore {
   /// Each entry has a counter of its own. Lowering the limit evicts at once, in chunks.
   /// Evictions appear in change batches with reason ``ChangeReason/evictedByCountLimit``.
   ///
-  /// Setting a limit makes entries carry their metadata in their nodes (8 bytes each, more for
-  /// a cost or a deadline), and reads note recency in the node they found (one relaxed atomic
-  /// load per hit, and a store only when the entry's counter changes). Setting the first limit
-  /// on a large store is O(*n*). Thread-safe.
+  /// Setting a limit makes entries carry their metadata in their nodes (16 bytes each, more
+  /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
+  /// atomic load per hit, and a store only when the entry's counter changes). Once it evicts,
+  /// the limit remembers the keys it evicted last (12 bytes per key, 2.5 times the limit of
+  /// them). Setting the first limit on a large store is O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }
     set { _setLimit(\.countLimit, to: newValue) }
