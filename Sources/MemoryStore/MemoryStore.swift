@@ -18,8 +18,8 @@ import Synchronization
 ///
 /// Every member may be called from any thread, task or actor at the same time.
 ///
-/// - **Reads** (`subscript` get, ``count``, ``isEmpty``, ``allItems``, ``values(forKeys:)``)
-///   are wait-free in practice: they never take a lock, never wait for a writer and never
+/// - **Reads** (`subscript` get, ``count``, ``isEmpty``, ``contains(_:)``, ``allItems``,
+///   ``keys``, ``values``, ``values(forKeys:)``) are wait-free in practice: they never take a lock, never wait for a writer and never
 ///   write to a cache line shared with other reading threads, so they scale with cores.
 /// - **Writes** (`subscript` set, ``updateValue(_:forKey:)``, ``removeValue(forKey:)``,
 ///   ``addEntries(_:)``, ``removeValues(forKeys:)``, ``removeAll()``) are applied before the
@@ -340,6 +340,55 @@ extension MemoryStore {
   @inlinable
   public var allItems: [Key: Value] {
     _withReadAccess { $0.dictionary }
+  }
+
+  /// The keys of every entry, at one point of the write order: a snapshot, like
+  /// ``allItems``, in no particular order. Later writes do not change the returned array.
+  ///
+  /// ```swift
+  /// for symbol in store.keys.sorted() { print(symbol) }
+  /// ```
+  ///
+  /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
+  @inlinable
+  public var keys: [Key] {
+    _withReadAccess { view in
+      var keys: [Key] = []
+      keys.reserveCapacity(_table._writerCountHint)
+      _table._forEach(at: view.version) { key, _ in keys.append(key) }
+      return keys
+    }
+  }
+
+  /// The values of every entry, at one point of the write order: a snapshot, like
+  /// ``allItems``, in no particular order. Later writes do not change the returned array.
+  ///
+  /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
+  @inlinable
+  public var values: [Value] {
+    _withReadAccess { view in
+      var values: [Value] = []
+      values.reserveCapacity(_table._writerCountHint)
+      _table._forEach(at: view.version) { _, value in values.append(value) }
+      return values
+    }
+  }
+
+  /// Whether `key` has a value, read at one point of the write order, as the subscript reads
+  /// it (an expired entry has none).
+  ///
+  /// Unlike a subscript read, it is neither a hit nor a miss in ``statistics``, and it does not
+  /// count as a use of the entry for eviction: asking whether a key is cached does not keep it
+  /// cached.
+  ///
+  /// ```swift
+  /// if !store.contains("AAPL") { store["AAPL"] = await fetchQuote("AAPL") }
+  /// ```
+  ///
+  /// - Complexity: O(1) on average. Never blocks.
+  @inlinable
+  public func contains(_ key: Key) -> Bool {
+    _withReadAccess { $0.node(forKey: key) != nil }
   }
 
   /// Reads several keys at one point of the write order.
