@@ -19,8 +19,9 @@ import Synchronization
 /// Every member may be called from any thread, task or actor at the same time.
 ///
 /// - **Reads** (`subscript` get, ``count``, ``isEmpty``, ``contains(_:)``, ``allItems``,
-///   ``keys``, ``values``, ``values(forKeys:)``) are wait-free in practice: they never take a lock, never wait for a writer and never
-///   write to a cache line shared with other reading threads, so they scale with cores.
+///   ``keys``, ``values``, ``values(forKeys:)``) are wait-free in practice: they never take a
+///   lock, never wait for a writer and never write to a cache line shared with other reading
+///   threads, so they scale with cores.
 /// - **Writes** (`subscript` set, ``updateValue(_:forKey:)``, ``removeValue(forKey:)``,
 ///   ``addEntries(_:)``, ``removeValues(forKeys:)``, ``removeAll()``) are applied before the
 ///   call returns, in one total order; a write never waits for readers that start after it,
@@ -352,12 +353,7 @@ extension MemoryStore {
   /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
   @inlinable
   public var keys: [Key] {
-    _withReadAccess { view in
-      var keys: [Key] = []
-      keys.reserveCapacity(_table._writerCountHint)
-      _table._forEach(at: view.version) { key, _ in keys.append(key) }
-      return keys
-    }
+    _withReadAccess { $0.map { key, _ in key } }
   }
 
   /// The values of every entry, at one point of the write order: a snapshot, like
@@ -366,12 +362,7 @@ extension MemoryStore {
   /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
   @inlinable
   public var values: [Value] {
-    _withReadAccess { view in
-      var values: [Value] = []
-      values.reserveCapacity(_table._writerCountHint)
-      _table._forEach(at: view.version) { _, value in values.append(value) }
-      return values
-    }
+    _withReadAccess { $0.map { _, value in value } }
   }
 
   /// Whether `key` has a value, read at one point of the write order, as the subscript reads

@@ -43,7 +43,11 @@ import Testing
         #expect(writer.remove(key) == model.removeValue(forKey: key))
       case 85..<90:
         var inserted: Int?
-        writer.commit { inserted = table.stageInsert(key, step) }
+        // Insert only if absent: what get-or-create does.
+        writer.commit {
+          inserted = table.stagedValue(forKey: key)
+          if inserted == nil { table.stageSet(key, step) }
+        }
         #expect(inserted == model[key])
         if model[key] == nil { model[key] = step }
       case 90..<99:

@@ -537,9 +537,11 @@ extension MemoryStore {
       let evictionReason = trimReason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
       write.removeEntry(at: victim.slot, reason: .evicted(evictionReason), in: self)
-      // Only what the limits evict is remembered: a memory-pressure trim forgets instead.
+      // Only what the limits evict is remembered: a memory-pressure trim forgets instead. The
+      // victim's node stays readable until the lock is released.
       if trimReason == nil {
-        policy.pointee.noteEvicted(hash: _table.lastStagedHash, count: _table.stagedCount)
+        policy.pointee.noteEvicted(
+          hash: victim.storedHash.unsafelyUnwrapped, count: _table.stagedCount)
       }
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
@@ -550,8 +552,8 @@ extension MemoryStore {
     }
     policy.pointee.fillRingHoles(_table, following: &protected)
     // A new key that made a full store evict gets a short trial (see `placeOnProbation`).
-    if evictedForLimits, protected >= 0, let hash = write.insertedHash {
-      policy.pointee.placeOnProbation(at: protected, hash: hash, in: _table)
+    if evictedForLimits, protected >= 0, write.insertedKey {
+      policy.pointee.placeOnProbation(at: protected, in: _table)
     }
     write.finish(in: self)
   }
@@ -666,9 +668,8 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline var expiredKeys: [Key]?
   /// Whether the write emptied the store (its log entry is sealed at once).
   @usableFromInline var cleared = false
-  /// The hash of the key the last `set` inserted, if it was absent (not if it replaced a
-  /// value).
-  @usableFromInline var insertedHash: Int?
+  /// Whether the last `set` inserted its key (it was absent), rather than replacing a value.
+  @usableFromInline var insertedKey = false
   @usableFromInline let logged: Int
   /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
   @usableFromInline let carriesMetadata: Bool
@@ -704,8 +705,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
     if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
-    insertedHash =
-      old == nil || old.unsafelyUnwrapped.isTombstone ? store._table.lastStagedHash : nil
+    insertedKey = old == nil || old.unsafelyUnwrapped.isTombstone
     outcome.changed = true
     var previous: Value?
     if let old, !old.isTombstone {

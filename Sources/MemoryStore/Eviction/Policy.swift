@@ -124,8 +124,8 @@ struct _Policy {
     ghosts.insert(_GhostKeys.fingerprint(hash))
   }
 
-  /// Places the entry at ring position `from`, just inserted into a full store for the key
-  /// whose hash is `hash`, where it gets a short trial: ``probationDivisor``'s share of the
+  /// Places the entry at ring position `from`, just inserted into a full store, where it gets
+  /// a short trial: ``probationDivisor``'s share of the
   /// ring ahead of the hand, swapping places with the entry there. Unless its key was evicted
   /// recently: it came back, and keeps its place behind the hand, a whole turn away. O(1).
   ///
@@ -136,12 +136,12 @@ struct _Policy {
   /// walks the ring (positions must stay put).
   @inlinable
   mutating func placeOnProbation<Key, Value>(
-    at from: Int, hash: Int, in table: _ConcurrentTable<Key, Value>
+    at from: Int, in table: _ConcurrentTable<Key, Value>
   ) {
     let count = table.ringCount
     guard purgesRunning == 0, count > Self.probationDivisor,
-      !ghosts.contains(_GhostKeys.fingerprint(hash)),
-      let node = table.ringNode(at: from)
+      let node = table.ringNode(at: from),
+      !ghosts.contains(_GhostKeys.fingerprint(node.storedHash.unsafelyUnwrapped))
     else { return }
     var target = hand + count / Self.probationDivisor
     if target >= count { target -= count }
@@ -290,12 +290,12 @@ struct _Policy {
   /// The hand lowers each counter it passes and stops at the first entry whose counter is 0.
   /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
   /// the lowest counter among them (the first such), so one eviction is O(1) at worst.
-  @inlinable
   ///
   /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
   /// are passed over without being counted or aged: they free no cost, so they are never
   /// evicted for it. Finding a costed entry then takes O(*n*) at worst, when few entries
   /// have a cost.
+  @inlinable
   mutating func nextVictim<Key, Value>(
     in table: _ConcurrentTable<Key, Value>, protecting protected: Int, costOnly: Bool = false
   ) -> _Node<Key, Value>? {
@@ -358,7 +358,8 @@ struct _GhostKeys: @unchecked Sendable {
   /// fraction of `slotCount` (fingerprints are uniform), so the size need not be a power of
   /// two: twice `capacity`. A fingerprint evicted twice is in it twice.
   @usableFromInline var slots: UnsafeMutablePointer<UInt32>?
-  @usableFromInline private(set) var slotCount = 0
+  /// The size of `slots`.
+  @inlinable var slotCount: Int { 2 * capacity }
   /// Owns `queue` and `slots`.
   @usableFromInline var storage: _GhostStorage?
 
@@ -376,6 +377,12 @@ struct _GhostKeys: @unchecked Sendable {
     Int(truncatingIfNeeded: (UInt64(fingerprint) &* UInt64(slotCount)) >> 32)
   }
 
+  /// The slot after `index`, round the end of the set.
+  @inlinable @inline(__always)
+  func following(_ index: Int) -> Int {
+    index + 1 == slotCount ? 0 : index + 1
+  }
+
   /// The number of occupied slots (for tests). O(capacity).
   var occupiedCount: Int {
     guard let slots else { return 0 }
@@ -389,7 +396,6 @@ struct _GhostKeys: @unchecked Sendable {
   mutating func ensureCapacity(_ wanted: Int) {
     guard capacity < wanted else { return }
     capacity = capacity == 0 ? Swift.max(wanted, 16) : Swift.max(wanted, 2 * capacity)
-    slotCount = 2 * capacity
     let storage = _GhostStorage(capacity: capacity, slotCount: slotCount)
     self.storage = storage
     queue = storage.queue
@@ -406,7 +412,7 @@ struct _GhostKeys: @unchecked Sendable {
       let found = slots[index]
       if found == fingerprint { return true }
       if found == 0 { return false }
-      index = index + 1 == slotCount ? 0 : index + 1
+      index = following(index)
     }
   }
 
@@ -424,7 +430,7 @@ struct _GhostKeys: @unchecked Sendable {
       head = head + 1 == capacity ? 0 : head + 1
     }
     var index = home(fingerprint)
-    while slots[index] != 0 { index = index + 1 == slotCount ? 0 : index + 1 }
+    while slots[index] != 0 { index = following(index) }
     slots[index] = fingerprint
   }
 
@@ -436,11 +442,11 @@ struct _GhostKeys: @unchecked Sendable {
     var hole = home(fingerprint)
     while slots[hole] != fingerprint {
       if slots[hole] == 0 { return }
-      hole = hole + 1 == slotCount ? 0 : hole + 1
+      hole = following(hole)
     }
     var index = hole
     while true {
-      index = index + 1 == slotCount ? 0 : index + 1
+      index = following(index)
       let moved = slots[index]
       if moved == 0 { break }
       let home = home(moved)

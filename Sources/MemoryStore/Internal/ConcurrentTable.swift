@@ -202,9 +202,6 @@ struct _TableWriter {
   /// Free positions of `ring`: every hole once, and maybe positions at or past its end (the
   /// ring was shortened since), which are skipped when taken.
   @usableFromInline var freeSlots: ContiguousArray<Int> = []
-  /// The hash of the key the last `stageSet` or `stageRemoveNode` staged, for the policy's
-  /// record of evicted keys (so that it need not hash the key again).
-  @usableFromInline var lastHash = 0
 
   @usableFromInline
   init(root: UnsafeMutablePointer<_TableHeader>) {
@@ -462,7 +459,6 @@ extension _ConcurrentTable {
     let writer = _writer.pointer
     _growStep()
     let hash = key.hashValue
-    writer.pointee.lastHash = hash
     let slot = _writeSlot(hash: hash)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
@@ -529,15 +525,6 @@ extension _ConcurrentTable {
       ? _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0) : nil
   }
 
-  /// Stages `key` → `value` only if `key` is absent; returns the value present otherwise.
-  /// Write lock held.
-  @inlinable
-  func stageInsert(_ key: Key, _ value: Value) -> Value? {
-    if let existing = stagedValue(forKey: key) { return existing }
-    stageSet(key, value)
-    return nil
-  }
-
   /// Stages the removal of `key`; returns the value removed. Write lock held.
   ///
   /// - Complexity: O(1) on average: one hash of `key`.
@@ -554,10 +541,8 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: at most one hash of `key`.
   @inlinable @inline(__always)
   func stageRemoveNode(_ key: Key, hash knownHash: Int? = nil) -> _Node<Key, Value>? {
-    let writer = _writer.pointer
     _growStep()
     let hash = knownHash ?? key.hashValue
-    writer.pointee.lastHash = hash
     let slot = _writeSlot(hash: hash)
     guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
     _stageRemoval(of: old, linkedFrom: predecessor, hash: hash)
@@ -572,22 +557,32 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average.
   @inlinable @inline(__always)
   func stageRemoveEntry(at position: Int) -> _Node<Key, Value> {
-    let writer = _writer.pointer
     _growStep()
-    let hash = _Node<Key, Value>(bits: writer.pointee.ring[position]).unsafelyUnwrapped
-      .storedHash.unsafelyUnwrapped
-    writer.pointee.lastHash = hash
-    var link = _writeSlot(hash: hash)
+    let hash = ringNode(at: position).unsafelyUnwrapped.storedHash.unsafelyUnwrapped
+    let slot = _writeSlot(hash: hash)
     // Read only now: growth may have just copied the node into the new table.
-    let old = _Node<Key, Value>(bits: writer.pointee.ring[position]).unsafelyUnwrapped
-    var bits = link.pointee.load(ordering: .relaxed)
-    while bits != old.bits {
-      assert(bits != 0, "Internal inconsistency: a ring entry not in its chain")
-      link = _Node<Key, Value>(bits: bits).unsafelyUnwrapped.next
-      bits = link.pointee.load(ordering: .relaxed)
+    let old = ringNode(at: position).unsafelyUnwrapped
+    guard let link = _link(to: old, in: slot) else {
+      preconditionFailure("Internal inconsistency: a ring entry not in its chain")
     }
     _stageRemoval(of: old, linkedFrom: link, hash: hash)
     return old
+  }
+
+  /// The link that points to `node` in the chain that starts at `slot`, found by identity (no
+  /// key is compared), or `nil` if the node is not in that chain. Write lock held.
+  @inlinable @inline(__always)
+  func _link(
+    to node: _Node<Key, Value>, in slot: UnsafeMutablePointer<Atomic<Int>>
+  ) -> UnsafeMutablePointer<Atomic<Int>>? {
+    var link = slot
+    var bits = link.pointee.load(ordering: .relaxed)
+    while bits != node.bits {
+      guard let next = _Node<Key, Value>(bits: bits) else { return nil }
+      link = next.next
+      bits = link.pointee.load(ordering: .relaxed)
+    }
+    return link
   }
 
   /// Replaces `old`, a node with a value linked from `predecessor`, with a tombstone. Write
@@ -763,13 +758,9 @@ extension _ConcurrentTable {
       // Otherwise it belongs to a generation that `removeAll()` retired, whose free frees it
       // with the rest of its chain (a tombstone that growth just moved, while looking for its
       // bucket here, is marked retired, and its copy has an entry of its own).
-      var link = _writeSlot(hash: tombstone.storedHash.unsafelyUnwrapped)
-      var bits = link.pointee.load(ordering: .relaxed)
-      while bits != 0 && bits != tombstone.bits {
-        link = _Node<Key, Value>(bits: bits).unsafelyUnwrapped.next
-        bits = link.pointee.load(ordering: .relaxed)
-      }
-      if bits == tombstone.bits {
+      if let link = _link(
+        to: tombstone, in: _writeSlot(hash: tombstone.storedHash.unsafelyUnwrapped))
+      {
         link.pointee.store(tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
         writer.pointee.tombstoneCount -= 1
         writer.pointee.retire(.node(tombstone.bits))
@@ -1063,11 +1054,6 @@ extension _ConcurrentTable {
     return writer.pointee.ring.count - 1
   }
 
-  /// The hash of the key the last `stageSet(_:_:metadata:)` or `stageRemoveNode(_:)` staged.
-  /// Write lock held.
-  @inlinable
-  var lastStagedHash: Int { _writer.pointer.pointee.lastHash }
-
   /// Swaps the entries at ring positions `a` and `b` (both entries). Write lock held.
   @inlinable
   func swapRingPositions(_ a: Int, _ b: Int) {
@@ -1108,8 +1094,8 @@ extension _ConcurrentTable {
 
 extension _ConcurrentTable {
   /// Checks the table's invariants (debug builds only): every node sits in the bucket of its
-  /// key's hash, each key once, a kept hash its key's, the counts exact, nothing staged. Write lock held (or no other
-  /// thread using the table).
+  /// key's hash, each key once, a kept hash its key's, the counts exact, nothing staged.
+  /// Write lock held (or no other thread using the table).
   @usableFromInline
   func _checkInvariants() {
     #if DEBUG

@@ -55,6 +55,15 @@ struct _ReadView<Key: Hashable, Value> {
     return table._count(at: version) ?? dictionary.count
   }
 
+  /// `transform` of every entry, in no particular order. O(*n*).
+  @inlinable
+  func map<T>(_ transform: (Key, Value) -> T) -> [T] {
+    var result: [T] = []
+    result.reserveCapacity(table._writerCountHint)
+    table._forEach(at: version) { key, value in result.append(transform(key, value)) }
+    return result
+  }
+
   /// Every entry. O(*n*).
   @inlinable
   var dictionary: [Key: Value] {
