@@ -36,6 +36,15 @@ extension StoreContractTests {
       #expect(check(history.reversed()) == .linearizable)
     }
 
+    @Test func aMembershipTestMustMatchThePresenceOfAValue() {
+      let present = Op(.present(true), call: 4, ret: 5)
+      let absent = Op(.present(false), call: 4, ret: 5)
+      #expect(check([.write(1, 0, 1), present]) == .linearizable)
+      #expect(check([.write(nil, 0, 1), absent]) == .linearizable)
+      #expect(check([.write(1, 0, 1), absent]).isViolation)
+      #expect(check([.write(1, 0, 1), .write(nil, 2, 3), present]).isViolation)
+    }
+
     @Test func aStaleReadAfterACompletedWriteIsRejected() {
       let history: [Op] = [.write(1, 0, 1), .write(2, 2, 3), .read(1, 4, 5)]
       #expect(check(history).isViolation)

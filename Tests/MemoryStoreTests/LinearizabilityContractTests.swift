@@ -34,6 +34,34 @@ extension StoreContractTests {
       #expect(verdict.isLinearizable, "\(verdict)")
     }
 
+    /// The same proof with read-modify-writes (`update(forKey:)`) and membership tests in the
+    /// mix, and a store whose read-modify-write is a read and a write caught every time.
+    @Test(arguments: 1...3)
+    func historiesWithReadModifyWritesAreLinearizable(trial: Int) throws {
+      let workload = RegisterWorkload(
+        threads: 8, operationsPerThread: 2_000, keys: 8, seed: UInt64(70 + trial),
+        readModifyWrites: true)
+      let history = try #require(
+        workload.record(on: MemoryStore<Int, Int>()),
+        "the workload's threads did not finish in time")
+      #expect(history.contains { if case .present = $0.operation.kind { true } else { false } })
+      let verdict = LinearizabilityChecker.check(history)
+      #expect(verdict.isLinearizable, "\(verdict)")
+    }
+
+    @Test func theCheckerFlagsEveryTrialOfATornReadModifyWrite() throws {
+      var flagged = 0
+      for trial in 1...Self.trials {
+        let workload = RegisterWorkload(
+          threads: 8, operationsPerThread: 2_000, keys: 8, seed: UInt64(200 + trial),
+          readModifyWrites: true)
+        let history = try #require(workload.record(on: TornUpdateStore()))
+        let verdict = LinearizabilityChecker.check(history, stopAtFirstViolation: true)
+        if verdict.hasViolation { flagged += 1 }
+      }
+      #expect(flagged == Self.trials, "only \(flagged) of \(Self.trials) trials were flagged")
+    }
+
     enum BrokenStore: String, Sendable, CaseIterable, CustomTestStringConvertible {
       case writesAppliedEveryEighthWrite
       case readsFromASnapshotRefreshedEveryFifthWrite

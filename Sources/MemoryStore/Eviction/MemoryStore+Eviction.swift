@@ -322,6 +322,9 @@ extension MemoryStore {
     @usableFromInline var armSweepAt: Int64?
     /// The entries removed at the caller's request (a purge's).
     @usableFromInline var removed: [Key: Value]?
+    /// A ``_WriteOperation/replace(_:)`` found an entry changed since it was read, and staged
+    /// nothing.
+    @usableFromInline var conflicted = false
 
     @inlinable init() {}
   }
@@ -468,6 +471,25 @@ extension MemoryStore {
       for key in keys { _ = write.remove(key, reason: reason, in: self) }
     case .removeAll:
       write.removeAll(in: self)
+    case .replace(let entries):
+      // All or none: every key must still hold the entry it was read with.
+      for entry in entries where write.liveNode(entry.key, in: self)?.version != entry.expected {
+        write.outcome.conflicted = true
+        break
+      }
+      guard !write.outcome.conflicted else { break }
+      for (key, value, _) in entries {
+        if let value {
+          let applied = write.set(key, value, metadata, in: self)
+          if entries.count == 1 { protected = applied.position }
+        } else {
+          _ = write.remove(key, reason: reason, in: self)
+        }
+      }
+    case .removeUnchanged(let entries):
+      for (key, version) in entries where write.liveNode(key, in: self)?.version == version {
+        _ = write.remove(key, reason: reason, in: self)
+      }
     case nil:
       break
     }

@@ -355,16 +355,25 @@ extension _ConcurrentTable {
   /// - Complexity: O(*n*) for the table's capacity and entries.
   @inlinable
   func _forEach(at version: UInt64, _ body: (Key, Value) -> Void) {
+    _forEachNode(at: version) { node in body(node.key.pointee, node.value.pointee) }
+  }
+
+  /// Calls `body` with the node of every entry at `version` (valid while the read section
+  /// is); call inside ``withReadSection(_:)``.
+  ///
+  /// - Complexity: O(*n*) for the table's capacity and entries.
+  @inlinable
+  func _forEachNode(at version: UInt64, _ body: (_Node<Key, Value>) -> Void) {
     let table = _table(at: version)
     for index in 0..<table.pointee.capacity {
-      _forEach(inBucket: index, of: table, at: version, body)
+      _forEachNode(inBucket: index, of: table, at: version, body)
     }
   }
 
   @inlinable
-  func _forEach(
+  func _forEachNode(
     inBucket index: Int, of table: UnsafeMutablePointer<_TableHeader>, at version: UInt64,
-    _ body: (Key, Value) -> Void
+    _ body: (_Node<Key, Value>) -> Void
   ) {
     let head = table.pointee.buckets[index].load(ordering: .sequentiallyConsistent)
     if head == _TableHeader.forwarded {
@@ -372,7 +381,7 @@ extension _ConcurrentTable {
       let next = table.pointee.nextTable.unsafelyUnwrapped
       var target = index
       while target < next.pointee.capacity {
-        _forEach(inBucket: target, of: next, at: version, body)
+        _forEachNode(inBucket: target, of: next, at: version, body)
         target += table.pointee.capacity
       }
       return
@@ -380,7 +389,7 @@ extension _ConcurrentTable {
     var bits = head
     while let node = _Node<Key, Value>(bits: bits) {
       if let visible = node.resolved(at: version), !visible.isTombstone {
-        body(visible.key.pointee, visible.value.pointee)
+        body(visible)
       }
       bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
     }

@@ -9,6 +9,12 @@ enum _WriteOperation<Key: Hashable, Value> {
   case merge([Key: Value])
   case removeKeys([Key])
   case removeAll
+  /// Sets (a non-`nil` value) or removes each key, all or none: only if every key's current
+  /// entry is still the one read at `expected` (its node's version; `nil`: absent). Otherwise
+  /// the write stages nothing and reports a conflict. What a read-modify-write commits.
+  case replace([(key: Key, value: Value?, expected: UInt64?)])
+  /// Removes each key whose current entry is still the one at `version`; skips the others.
+  case removeUnchanged([(key: Key, version: UInt64)])
 
   /// Whether the operation empties the store.
   @inlinable

@@ -1,4 +1,5 @@
 import Foundation
+import MemoryStore
 import Synchronization
 
 // Deliberately broken stores. Each is free of data races (every access to shared state holds
@@ -308,5 +309,26 @@ final class OwnWritesFirstStore: StoreUnderTest {
       }
       return previous
     }
+  }
+}
+
+/// A store whose read-modify-write reads, then writes in a separate step: another write can
+/// land in between.
+final class TornUpdateStore: UpdatingStoreUnderTest {
+  private let store = MemoryStore<Int, Int>()
+
+  func read(_ key: Int) -> Int? { store[key] }
+  func write(_ key: Int, _ value: Int?) { store[key] = value }
+  func exchange(_ key: Int, _ value: Int?) -> Int? { store.exchange(key, value) }
+  func addEntries(_ entries: [Int: Int]) { store.addEntries(entries) }
+  func readMany(_ keys: [Int]) -> [Int: Int] { store.values(forKeys: keys) }
+  func contains(_ key: Int) -> Bool { store.contains(key) }
+
+  func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?) {
+    let old = store[key]
+    let new = transform(old)
+    sched_yield()  // Widens the gap a concurrent write can fall into.
+    store[key] = new
+    return (old, new)
   }
 }

@@ -7,6 +7,8 @@ struct HistoryOperation: Sendable, Hashable, CustomStringConvertible {
     case write(Int?)
     /// A write that also returned the value it replaced (`updateValue`, `removeValue`).
     case exchange(Int?, observed: Int?)
+    /// A membership test (`contains`) that observed whether the key was present.
+    case present(Bool)
   }
 
   var kind: Kind
@@ -44,6 +46,7 @@ struct HistoryOperation: Sendable, Hashable, CustomStringConvertible {
     case .read(let observed): (observed == state, state)
     case .write(let value): (true, value)
     case .exchange(let value, let observed): (observed == state, value)
+    case .present(let observed): (observed == (state != nil), state)
     }
   }
 
@@ -55,6 +58,7 @@ struct HistoryOperation: Sendable, Hashable, CustomStringConvertible {
       case .write(let value): "write \(show(value))"
       case .exchange(let value, let observed):
         "exchange \(show(value)) returning \(show(observed))"
+      case .present(let observed): "contains returning \(observed)"
       }
     return "thread \(thread) \(what) during [\(call), \(ret)]"
   }

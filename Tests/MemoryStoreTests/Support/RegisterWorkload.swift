@@ -14,6 +14,9 @@ struct RegisterWorkload: Sendable {
   /// The thread that, now and then, runs a few operations while one of its reads stays parked
   /// in a read section of the store (see `StoreUnderTest.withParkedReader`); `nil` for none.
   var parkingThread: Int? = nil
+  /// Whether some exchanges and reads become read-modify-writes (`update(forKey:)`, whose
+  /// new value depends on what it read) and membership tests, on stores that have them.
+  var readModifyWrites = false
 
   /// Runs the workload on `store` and returns the history, or `nil` if the threads did not
   /// finish within the timeout.
@@ -75,9 +78,38 @@ struct RegisterWorkload: Sendable {
       for key in Set(keys) { record(key, .read(observed: observed[key]), call, ret) }
     }
 
+    func update(_ key: Int, on store: some UpdatingStoreUnderTest) {
+      let fresh = freshValue()
+      let call = monotonicNanoseconds()
+      // Depends on what it read: an odd value is removed, anything else replaced.
+      let (old, new) = store.update(key) { old in old.map { $0 % 2 == 1 } ?? false ? nil : fresh }
+      let ret = monotonicNanoseconds()
+      record(key, .exchange(new, observed: old), call, ret)
+    }
+    func contains(_ key: Int, on store: some UpdatingStoreUnderTest) {
+      let call = monotonicNanoseconds()
+      let observed = store.contains(key)
+      let ret = monotonicNanoseconds()
+      record(key, .present(observed), call, ret)
+    }
+    let updating = readModifyWrites ? store as? any UpdatingStoreUnderTest : nil
+
     func step() -> Int {
       let key = random.below(keys)
-      switch random.below(100) {
+      let choice = random.below(100)
+      if let updating, random.below(2) == 0 {
+        switch choice {
+        case 0..<22:
+          contains(key, on: updating)
+          return 1
+        case 55..<70:
+          update(key, on: updating)
+          read(key)
+          return 2
+        default: break
+        }
+      }
+      switch choice {
       case 0..<22:
         read(key)
         return 1

@@ -22,6 +22,15 @@ extension StoreUnderTest {
   func withParkedReader(_ body: () -> Void) { body() }
 }
 
+/// A store with a read-modify-write and a membership test.
+protocol UpdatingStoreUnderTest: StoreUnderTest {
+  /// Reads `key` and stores `transform` of what it read (`nil` removes), as one step; returns
+  /// what the committed step read and stored.
+  func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?)
+  /// Whether `key` is present.
+  func contains(_ key: Int) -> Bool
+}
+
 /// A store with the batch operations and whole-store reads.
 protocol BatchStoreUnderTest: StoreUnderTest {
   /// Removes every key in `keys` as one atomic write.
@@ -48,4 +57,14 @@ extension MemoryStore: StoreUnderTest, BatchStoreUnderTest where Key == Int, Val
   func removeMany(_ keys: [Int]) { removeValues(forKeys: keys) }
 
   func withParkedReader(_ body: () -> Void) { _withReaderParked(body) }
+}
+
+extension MemoryStore: UpdatingStoreUnderTest where Key == Int, Value == Int {
+  func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?) {
+    update(forKey: key) { value in
+      let old = value
+      value = transform(old)
+      return (old, value)
+    }
+  }
 }
