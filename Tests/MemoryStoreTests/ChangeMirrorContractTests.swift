@@ -176,6 +176,123 @@ extension StoreContractTests {
     }
   }
 
+  /// `changes(includingInitialSnapshot:)`: a mirror seeded from the first element and kept
+  /// with the rest equals the store, however busy the writers were when it started.
+  @Suite("Change batches: initial snapshot") struct InitialSnapshot {
+    @Test func theFirstElementIsTheWholeStoreAndTheRestFollowIt() async throws {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.notificationInterval = .seconds(1)
+      store.addEntries(["a": 1, "b": 2])
+      await store.flushChanges()  // batch 1
+      store["c"] = 3  // logged, not yet published
+      // The snapshot is taken where a batch ends: starting the iteration publishes c (batch 2).
+      let iterator = store.changes(includingInitialSnapshot: true).makeAsyncIterator()
+      store["a"] = nil
+      store["b"] = 20
+      scheduler.advance(by: .seconds(1))  // batch 3: a removed, b replaced
+      let first = try #require(await nextBatch(iterator))
+      // The consumer took nothing until now: the snapshot comes merged with batch 3.
+      #expect(first.isInitialSnapshot)
+      #expect(first.sequenceNumbers == 2...3)
+      var mirror = ["stale": 0]
+      first.apply(to: &mirror)
+      #expect(mirror == ["b": 20, "c": 3])
+      #expect(mirror == store.allItems)
+      store["d"] = 4
+      scheduler.advance(by: .seconds(1))
+      let next = try #require(await nextBatch(iterator))
+      #expect(!next.isInitialSnapshot)
+      #expect(next.sequenceNumbers == 4...4)
+      next.apply(to: &mirror)
+      #expect(mirror == store.allItems)
+    }
+
+    @Test func anIterationThatKeepsUpGetsTheSnapshotAlone() async throws {
+      let store = MemoryStore<String, Int>(scheduler: ManualScheduler())
+      store.notificationInterval = .seconds(1)
+      store["a"] = 1
+      let iterator = store.changes(includingInitialSnapshot: true).makeAsyncIterator()
+      let first = try #require(await nextBatch(iterator))
+      #expect(first.isInitialSnapshot)
+      #expect(first.updated == ["a": 1])
+      #expect(first.addedKeys == ["a"])
+      // Starting the iteration published a as batch 1.
+      #expect(first.sequenceNumbers == 1...1)
+      // Without the option, an iteration starts with the next published batch, which may hold
+      // changes logged before it started.
+      store["b"] = 2
+      let plain = store.changes.makeAsyncIterator()
+      store["c"] = 3
+      await store.flushChanges()
+      let published = try #require(await nextBatch(plain))
+      #expect(!published.isInitialSnapshot)
+      #expect(published.updated == ["b": 2, "c": 3])
+      #expect(published.sequenceNumbers == 2...2)
+    }
+
+    /// Mirrors started part-way through while eight threads write, and publications race
+    /// them, all end equal to the store. Each key is written once and maybe removed once, so a
+    /// change a mirror missed would never be overwritten: it would stay wrong to the end.
+    @Test func mirrorsStartedDuringWritesReproduceTheStore() async throws {
+      let scheduler = ManualScheduler()
+      let store = MemoryStore<Int, Int>(scheduler: scheduler)
+      store.notificationInterval = .milliseconds(1)
+      let mirrors = 4
+      let readers = (0..<mirrors).map { _ in Locked<Task<[Int: Int], Never>?>(nil) }
+      let writersDone = Atomic(false)
+      let publisher = startThread {
+        while !writersDone.load(ordering: .acquiring) {
+          scheduler.advance(by: .milliseconds(1))
+        }
+      }
+      let writes = 4_000
+      let finished: [Void]? = runOnThreads(8, timeout: 120) { thread in
+        for index in 0..<writes {
+          let key = thread * 1_000_000 + index
+          if index % 3 == 2 {
+            store.addEntries([key: index, key + 1: index])
+          } else if index % 3 == 0 {
+            store[key] = index
+          } else {
+            store[key - 1] = nil
+          }
+          // The first threads each start a mirror part-way through.
+          if thread < mirrors && index == (thread + 1) * writes / (mirrors + 1) {
+            let iterator = store.changes(includingInitialSnapshot: true).makeAsyncIterator()
+            readers[thread].withLock {
+              $0 = Task {
+                var iterator = iterator
+                var mirror: [Int: Int] = [:]
+                var first = true
+                while let batch = await iterator.next() {
+                  #expect(batch.isInitialSnapshot == first)
+                  first = false
+                  batch.apply(to: &mirror)
+                  if batch.updated[-1] != nil { break }
+                }
+                return mirror
+              }
+            }
+          }
+        }
+      }
+      writersDone.store(true, ordering: .releasing)
+      #expect(publisher.wait(timeout: 60))
+      try #require(finished != nil)
+      store[-1] = 1  // the end marker
+      await store.flushChanges()
+      let expected = store.allItems
+      for reader in readers {
+        let task = try #require(reader.withLock { $0 })
+        let mirror = await task.value
+        // The keys on which they differ, not the whole dictionaries.
+        let wrong = Set(mirror.keys).union(expected.keys).filter { mirror[$0] != expected[$0] }
+        #expect(wrong.isEmpty, "the mirror differs from the store on \(wrong.sorted().prefix(8))")
+      }
+    }
+  }
+
   /// `ChangeBatch.merged(with:)`, exhaustively on one key: for every pair of consecutive
   /// changes, merging agrees with the net difference between the first and last state.
   @Suite("Change batches: merging") struct ChangeMerging {

@@ -29,19 +29,32 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// batches merged into one, which covers their whole range. A subscriber has missed nothing
   /// when each batch's `lowerBound` is the previous batch's `upperBound + 1`.
   public let sequenceNumbers: ClosedRange<UInt64>
+  /// Whether the batch is a snapshot of the whole store, the first element of
+  /// ``MemoryStore/changes(includingInitialSnapshot:)``, rather than a difference:
+  /// ``apply(to:)`` then replaces the mirror's contents.
+  public let isInitialSnapshot: Bool
   /// The reported reasons that are not a plain write; sparse. An updated key's reason is that
   /// of its latest change, a removed key's that of its first removal.
   let reasons: [Key: ChangeReason]
 
   init(
     updated: [Key: Value], addedKeys: Set<Key>, removed: Set<Key>,
-    sequenceNumbers: ClosedRange<UInt64>, reasons: [Key: ChangeReason]
+    sequenceNumbers: ClosedRange<UInt64>, reasons: [Key: ChangeReason],
+    isInitialSnapshot: Bool = false
   ) {
     self.updated = updated
     self.addedKeys = addedKeys
     self.removed = removed
     self.sequenceNumbers = sequenceNumbers
     self.reasons = reasons
+    self.isInitialSnapshot = isInitialSnapshot
+  }
+
+  /// A snapshot of the whole store, numbered after the last batch published before it.
+  init(snapshot entries: [Key: Value], sequenceNumber: UInt64) {
+    self.init(
+      updated: entries, addedKeys: Set(entries.keys), removed: [],
+      sequenceNumbers: sequenceNumber...sequenceNumber, reasons: [:], isInitialSnapshot: true)
   }
 
   /// Whether the batch reports no change. Published batches are never empty.
@@ -63,10 +76,15 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   }
 
   /// Applies the batch to `mirror`, a dictionary that was equal to the store at the previous
-  /// batch; afterwards it equals the store as of this batch.
+  /// batch; afterwards it equals the store as of this batch. An initial snapshot
+  /// (``isInitialSnapshot``) replaces the mirror's contents.
   ///
   /// - Complexity: O(``count``).
   public func apply(to mirror: inout [Key: Value]) {
+    if isInitialSnapshot {
+      mirror = updated
+      return
+    }
     for key in removed { mirror.removeValue(forKey: key) }
     mirror.merge(updated) { _, new in new }
   }
@@ -112,7 +130,7 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     return ChangeBatch(
       updated: updated, addedKeys: addedKeys, removed: removed,
       sequenceNumbers: sequenceNumbers.lowerBound...next.sequenceNumbers.upperBound,
-      reasons: reasons)
+      reasons: reasons, isInitialSnapshot: isInitialSnapshot)
   }
 }
 

@@ -151,6 +151,17 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     return delivery.displaced
   }
 
+  /// Places `snapshot` before whatever was delivered so far (the subscriber's first batch).
+  func preload(_ snapshot: ChangeBatch<Key, Value>) {
+    let displaced = state.withLock { state -> ChangeBatch<Key, Value>? in
+      guard !state.isFinished else { return nil }
+      let delivered = state.pending
+      state.pending = delivered.map { snapshot.merged(with: $0) } ?? snapshot
+      return delivered
+    }
+    withExtendedLifetime(displaced) {}
+  }
+
   /// Takes the waiting batch: `.some(batch)`, `.some(nil)` once finished, or `nil` if the
   /// caller must wait, in which case `waiter`, if given, is registered to be resumed.
   private func take(orRegister waiter: Waiter?) -> ChangeBatch<Key, Value>?? {

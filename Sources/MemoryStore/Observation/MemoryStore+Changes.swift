@@ -55,26 +55,46 @@ extension MemoryStore {
   /// - Parameter disarm: Whether this is the scheduled publication, after which the next
   ///   change schedules another.
   func _publishChanges(disarm: Bool = false) {
-    let (coalesced, batch, displaced) = _hub.publication.withLock {
-      last -> (_Coalesced, ChangeBatch<Key, Value>?, [ChangeBatch<Key, Value>]) in
-      let coalesced = _coalesceLogged(publishing: true, disarm: disarm)
-      guard let recorded = coalesced.recorded, !recorded.isEmpty,
-        let batch = recorded.batch(sequenceNumber: last + 1)
-      else {
-        return (coalesced, nil, [])
+    _ = _publishChanges(disarm: disarm, subscribing: nil)
+  }
+
+  /// Publishes the changes logged so far, if they make a batch; with `sink`, then subscribes
+  /// it, and returns a read section entered at the very point of the write order where the
+  /// published changes end (so the next batch is the difference from what the section sees).
+  func _publishChanges(
+    disarm: Bool, subscribing sink: _StreamSink<Key, Value>?
+  ) -> (
+    section: (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)),
+    subscription: Subscription, last: UInt64
+  )? {
+    let (coalesced, batch, displaced, subscribed) = _hub.publication.withLock {
+      last in
+      let coalesced = _coalesceLogged(
+        publishing: true, disarm: disarm, enteringReadSection: sink != nil)
+      var batch: ChangeBatch<Key, Value>?
+      var displaced: [ChangeBatch<Key, Value>] = []
+      if let recorded = coalesced.recorded, !recorded.isEmpty,
+        let published = recorded.batch(sequenceNumber: last + 1)
+      {
+        last += 1
+        batch = published
+        displaced = _hub.deliver(published)
       }
-      last += 1
-      return (coalesced, batch, _hub.deliver(batch))
+      let subscribed = sink.map { sink in
+        (coalesced.section.unsafelyUnwrapped, _hub.add(.stream(sink)), last)
+      }
+      return (coalesced, batch, displaced, subscribed)
     }
     // Released only now: dropping logged, coalesced or merged changes may run a value's deinit.
     withExtendedLifetime((coalesced, batch, displaced)) {}
+    return subscribed
   }
 
-  /// What a coalescing pass produced: the recorded changes when publishing, and what it let go
-  /// of, for the caller to release after unlocking.
+  /// What a coalescing pass produced: the recorded changes when publishing, what it let go
+  /// of, for the caller to release after unlocking, and the read section it entered if asked.
   @usableFromInline typealias _Coalesced = (
     recorded: _RecordedChanges<Key, Value>?, segments: [[_LoggedChange<Key, Value>]],
-    displaced: [Value]
+    displaced: [Value], section: (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int))?
   )
 
   /// Moves logged changes into the accumulator, oldest first.
@@ -83,19 +103,27 @@ extension MemoryStore {
   ///   - publishing: Whether to take everything, the segment being filled included, and
   ///     return the accumulated changes for a batch; otherwise only full segments are taken.
   ///   - disarm: Whether the scheduled publication is running.
+  ///   - enteringReadSection: Whether to enter a read section where the changes taken end.
   @inlinable
-  func _coalesceLogged(publishing: Bool, disarm: Bool = false) -> _Coalesced {
+  func _coalesceLogged(
+    publishing: Bool, disarm: Bool = false, enteringReadSection: Bool = false
+  ) -> _Coalesced {
     _accumulator.withLock { accumulator in
-      let segments = _writeLock.withLock {
+      let (segments, section) = _writeLock.withLock {
         if disarm { _tracker.pointer.pointee.isArmed = false }
         if !publishing { _tracker.pointer.pointee.isCoalescing = false }
-        return _tracker.pointer.pointee.takeLogged(includingCurrent: publishing)
+        // Under the write lock, the log and the table agree: the section sees exactly the
+        // changes taken.
+        return (
+          _tracker.pointer.pointee.takeLogged(includingCurrent: publishing),
+          enteringReadSection ? _table.enterReadSection() : nil
+        )
       }
       var displaced: [Value] = []
       for segment in segments {
         for logged in segment { accumulator.apply(logged, displaced: &displaced) }
       }
-      return (publishing ? accumulator.take() : nil, segments, displaced)
+      return (publishing ? accumulator.take() : nil, segments, displaced, section)
     }
   }
 
@@ -156,7 +184,60 @@ extension MemoryStore {
   /// Nothing is published while ``notificationInterval`` is `.zero`.
   ///
   /// The sequence refers to the store weakly: it does not keep the store alive.
-  public var changes: Changes { Changes(store: self) }
+  public var changes: Changes { Changes(store: self, includesInitialSnapshot: false) }
+
+  /// The store's change batches, as an `AsyncSequence` whose first element, with
+  /// `includingInitialSnapshot`, is the whole store: the way to keep a mirror of a store that
+  /// is being written.
+  ///
+  /// ```swift
+  /// var mirror: [String: Double] = [:]
+  /// for await batch in store.changes(includingInitialSnapshot: true) {
+  ///   batch.apply(to: &mirror)   // the first batch replaces the mirror's contents
+  ///   render(mirror)
+  /// }
+  /// ```
+  ///
+  /// The snapshot and the subscription are taken at one point of the write order: every write
+  /// after that point is in a later batch, and every earlier one in the snapshot. So applying
+  /// the elements in order reproduces the store exactly, however busy its writers are, which
+  /// subscribing and then reading ``allItems`` does not (a change made between the two, and
+  /// published before the read, would be missed).
+  ///
+  /// Batches are differences from the previous batch, so the snapshot is taken where one
+  /// ends: starting an iteration first publishes the changes recorded so far to the other
+  /// subscribers, as ``flushChanges()`` would.
+  ///
+  /// The first element is a batch with ``ChangeBatch/isInitialSnapshot`` set: every entry in
+  /// ``ChangeBatch/updated`` and ``ChangeBatch/addedKeys``, and the sequence number of the
+  /// last batch published before it, so that the batches after it continue the sequence. A
+  /// consumer that is slow to take it receives it merged with the batches that follow, as
+  /// one snapshot. Otherwise the sequence behaves as ``changes``: batches come only while
+  /// ``notificationInterval`` is above zero.
+  ///
+  /// - Parameter includingInitialSnapshot: Whether the first element is the whole store.
+  /// - Complexity: Starting an iteration with the snapshot copies every entry, O(*n*), on the
+  ///   calling thread; writers never wait for it.
+  public func changes(includingInitialSnapshot: Bool) -> Changes {
+    Changes(store: self, includesInitialSnapshot: includingInitialSnapshot)
+  }
+
+  /// Subscribes `sink`, with a snapshot of the store taken at the same point of the write
+  /// order placed in it first.
+  ///
+  /// Batches are differences from the previous batch, so the snapshot is taken where one
+  /// ends: the changes logged so far are published first (to the other subscribers).
+  func _subscribeWithSnapshot(_ sink: _StreamSink<Key, Value>) -> Subscription {
+    // No entry in the snapshot has expired at the instant it starts.
+    _expireDueEntries()
+    let (section, subscription, last) = _publishChanges(disarm: false, subscribing: sink)
+      .unsafelyUnwrapped
+    let entries = _ReadView(table: _table, version: section.version).dictionary
+    _table.leaveReadSection(section.token)
+    // Batches delivered meanwhile changed what the snapshot holds, so they follow it.
+    sink.preload(ChangeBatch(snapshot: entries, sequenceNumber: last))
+    return subscription
+  }
 
   /// Calls `handler` with every change batch published from now on, until the returned
   /// subscription is cancelled or released.
@@ -195,12 +276,17 @@ extension MemoryStore {
     public typealias Failure = Never
 
     weak var store: MemoryStore?
+    /// Whether an iteration starts with a snapshot of the store.
+    let includesInitialSnapshot: Bool
 
-    /// Subscribes: the iterator receives every batch published from now on.
+    /// Subscribes: the iterator receives every batch published from now on, after the
+    /// snapshot if the sequence includes one.
     public func makeAsyncIterator() -> Iterator {
       guard let store else { return Iterator(sink: nil, subscription: nil) }
       let sink = _StreamSink<Key, Value>()
-      let subscription = store._hub.add(.stream(sink))
+      let subscription =
+        includesInitialSnapshot
+        ? store._subscribeWithSnapshot(sink) : store._hub.add(.stream(sink))
       return Iterator(sink: sink, subscription: subscription)
     }
 
