@@ -185,6 +185,48 @@ extension MemoryStore {
     _performKeyedWithPolicy(key, value, cost: cost, timeToLive: timeToLive).previous
   }
 
+  /// Renews the time to live of `key`'s entry, and counts as a use of it for eviction,
+  /// without rewriting its value; returns whether the key was present.
+  ///
+  /// ```swift
+  /// // Keep a session alive for another 30 minutes from now, if it still exists.
+  /// if !sessions.touch(sessionID, timeToLive: .seconds(1_800)) { showLogin() }
+  /// ```
+  ///
+  /// An ordered write: it never brings back an entry that was removed or has expired (it
+  /// returns `false` instead), and a write of the key that it races wins or loses as a whole.
+  /// Its value, cost and write time are kept. It is not a change: no ``ChangeBatch`` reports
+  /// it, and it is neither a hit nor a miss in ``statistics``.
+  ///
+  /// - Parameters:
+  ///   - key: The key whose entry to renew.
+  ///   - timeToLive: How long the entry lives from now; `nil` uses ``defaultTimeToLive``. With
+  ///     neither, the entry's expiry is left as it is and only its use is counted. Zero or
+  ///     less: the entry expires at once.
+  /// - Returns: Whether `key` had an entry, which was renewed.
+  /// - Complexity: O(1) on average.
+  @discardableResult
+  public func touch(_ key: Key, timeToLive: Duration? = nil) -> Bool {
+    let now = _lockForWrite(timeToLive: timeToLive)
+    // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
+    let activation = timeToLive != nil ? _activatePolicyLocked(now: now) : nil
+    guard _policyActive.load(ordering: .relaxed) else {
+      // No entry has metadata: nothing expires, and no use is counted.
+      let isPresent = _lockedView().node(forKey: key) != nil
+      _writeLock.unlock()
+      return isPresent
+    }
+    var write = _PolicyWrite(store: self, now: now, reason: .write, collectsExpiredKeys: false)
+    _beginPolicyWriteLocked(&write)
+    let lifetime = timeToLive?.nanoseconds ?? _policy.pointer.pointee.defaultLifetime
+    let position = write.renew(key, lifetime: lifetime, in: self)
+    _endPolicyWriteLocked(&write, protecting: position ?? -1)
+    _writeLock.unlock()
+    _release(activation)
+    _finishPolicyWrite(write.outcome, now: now)
+    return position != nil
+  }
+
   /// What ``handleMemoryPressure(_:)`` frees. Thread-safe.
   public var memoryPressurePolicy: MemoryPressurePolicy {
     get { _writeLock.withLock { _policy.pointer.pointee.memoryPressure } }
@@ -739,6 +781,22 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     store._logPolicyChange(key, value, wasPresent: previous != nil, reason)
     return (previous, node.hasMetadata ? node.slot : -1)
+  }
+
+  /// Restages `key`'s live entry with the same value, its expiry moved to `lifetime` from now
+  /// (unchanged if `nil`), counted as a use; logged as no change. Returns the entry's ring
+  /// position, or `nil` if the key is absent or expired.
+  @inlinable
+  mutating func renew(
+    _ key: Key, lifetime: Int64?, in store: MemoryStore<Key, Value>
+  ) -> Int? {
+    guard let node = liveNode(key, in: store) else { return nil }
+    var metadata = node.metadata
+    if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
+    let (old, new) = store._table.stageSet(key, node.value.pointee, metadata: metadata)
+    store._policy.pointer.pointee.track(new, replacing: old)
+    outcome.changed = true
+    return new.slot
   }
 
   /// Counts and logs the removal of `key` because it expired.
