@@ -158,7 +158,7 @@ extension MemoryStore {
   }
 
   /// Merges a dictionary into the store as one atomic, ordered write, calling `combine` for
-  /// each key that is already present; see ``merge(_:uniquingKeysWith:)-(Sequence<(Key,Value)>,_)``.
+  /// each key that is already present; see `merge(_:uniquingKeysWith:)`.
   ///
   /// ```swift
   /// totals.merge(["apples": 3, "pears": 2], uniquingKeysWith: +)

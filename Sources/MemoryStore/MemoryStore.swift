@@ -287,7 +287,9 @@ extension MemoryStore {
   /// ```
   ///
   /// The getter is synchronous and never blocks. The setter is an ordered write, visible to
-  /// every read that starts after it returns.
+  /// every read that starts after it returns. It stores the entry with the default time to
+  /// live and a cost of 0, whatever the entry it replaces had; see
+  /// ``setValue(_:forKey:cost:timeToLive:)`` for others.
   ///
   /// - Complexity: O(1) on average for both, like `Dictionary`.
   @inlinable

@@ -74,6 +74,22 @@ extension StoreContractTests {
       #expect(store.allItems == ["kept": 1])
     }
 
+    @Test func loadReportsTheEntriesTheStoreKeptAfterItsLimits() throws {
+      let directory = TemporaryDirectory()
+      let source = MemoryStore<Int, Int>()
+      source.addEntries(Dictionary(uniqueKeysWithValues: (0..<50).map { ($0, $0) }))
+      try manager(source, directory.file()).save()
+      let limited = MemoryStore<Int, Int>()
+      limited.countLimit = 10
+      limited.addEntries([100: 100, 101: 101])
+      #expect(try manager(limited, directory.file()).load() == 10)
+      #expect(limited.count == 10)
+      #expect(limited.keys.allSatisfy { $0 < 50 })
+      // Without limits, every entry is kept.
+      let unlimited = MemoryStore<Int, Int>()
+      #expect(try manager(unlimited, directory.file()).load() == 50)
+    }
+
     @Test func missingParentDirectoriesAreCreated() throws {
       let directory = TemporaryDirectory()
       let url = directory.url.appendingPathComponent("a/b/c/store.snapshot")

@@ -120,7 +120,10 @@ extension MemoryStore {
   /// The most total cost the entries may have; `nil` (the default) or 0 for no limit.
   ///
   /// Costs are given per write with ``setValue(_:forKey:cost:timeToLive:)``; other writes
-  /// cost 0. Enforced like ``countLimit``, with reason ``ChangeReason/evictedByCostLimit``.
+  /// cost 0, so a costed entry overwritten by the subscript, ``updateValue(_:forKey:)``,
+  /// ``addEntries(_:)``, ``update(forKey:_:)`` or `merge(_:uniquingKeysWith:)`
+  /// costs 0 from then on (its cost described the value replaced; ``touch(_:timeToLive:)``,
+  /// which keeps the value, keeps it). Enforced like ``countLimit``, with reason ``ChangeReason/evictedByCostLimit``.
   /// An entry whose cost alone exceeds the limit is evicted by its own write and evicts
   /// nothing else (a key it replaced is then gone too). Entries of cost 0 are never evicted to
   /// meet the cost limit (only the count limit removes them); finding a costed entry to evict

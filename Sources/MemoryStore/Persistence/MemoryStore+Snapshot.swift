@@ -40,8 +40,18 @@ extension MemoryStore {
     _writeLock.withLock { _tracker.pointer.pointee.writeCount }
   }
 
-  /// Sets every entry of `entries`, as one atomic write logged with `reason`.
-  func _merge(_ entries: [Key: Value], reason: ChangeReason) {
-    _ = _perform(.merge(entries), reason: reason)
+  /// Sets every entry of `entries`, as one atomic write logged with `reason`; returns how many
+  /// of them the store holds once the write's evictions are done.
+  func _merge(_ entries: [Key: Value], reason: ChangeReason) -> Int {
+    let now = _lockForWrite(timeToLive: nil)
+    let outcome = _policyWriteLocked(now: now, operation: .merge(entries), reason: reason)
+    // Limits may have evicted some: only a store with a policy has any.
+    let kept =
+      _policyActive.load(ordering: .relaxed)
+      ? entries.keys.reduce(0) { $0 + (_table.stagedNode(forKey: $1) != nil ? 1 : 0) }
+      : entries.count
+    _writeLock.unlock()
+    _finishPolicyWrite(outcome, now: now)
+    return kept
   }
 }

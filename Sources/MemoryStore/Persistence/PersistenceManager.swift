@@ -391,7 +391,12 @@ public final class PersistenceManager<
   /// replace the store's. With change batches on, the entries appear in one batch, with the
   /// reason ``ChangeReason/loaded``.
   ///
-  /// - Returns: The number of entries loaded; 0 if the file does not exist (not an error).
+  /// A store with a ``MemoryStore/countLimit`` or ``MemoryStore/costLimit`` smaller than the
+  /// snapshot keeps what its policy keeps: the load evicts like any write.
+  ///
+  /// - Returns: The number of the snapshot's entries that the store holds after the load:
+  ///   fewer than the file's when limits evicted some; 0 if the file does not exist (not an
+  ///   error).
   /// - Throws: ``PersistenceError`` if the file is larger than ``maximumFileSize``, is not a
   ///   snapshot, is truncated or damaged, comes from another format version or coder, or does
   ///   not decode as `[Key: Value]`. The store is then untouched, and the file is moved aside
@@ -428,8 +433,7 @@ public final class PersistenceManager<
       } catch {
         throw _reject(error)
       }
-      store._merge(entries, reason: .loaded)
-      return entries.count
+      return store._merge(entries, reason: .loaded)
     }
   }
 
