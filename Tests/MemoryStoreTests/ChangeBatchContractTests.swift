@@ -116,6 +116,8 @@ extension StoreContractTests {
     @Test func changesWhileTheIntervalIsZeroAreNeverReported() async {
       let scheduler = ManualScheduler()
       let store = MemoryStore<String, Int>(scheduler: scheduler)
+      // Set explicitly: a subscriber does not turn batches on.
+      store.notificationInterval = .zero
       let collector = BatchCollector<String, Int>()
       let subscription = store.observe { collector.append($0) }
       store["before"] = 1
@@ -130,6 +132,34 @@ extension StoreContractTests {
       #expect(collector.batches.map(\.updated) == [["after": 3]])
       #expect(collector.batches.map(\.addedKeys) == [["after"]])
       subscription.cancel()
+    }
+
+    @Test func aFirstSubscriberTurnsBatchesOnAtTheDefaultIntervalUnlessItWasSet() async throws {
+      typealias Store = MemoryStore<String, Int>
+      // Each kind of subscriber.
+      let subscribers: [(Store) -> Any] = [
+        { store in store.observe { _ in } },
+        { store in store.changes.makeAsyncIterator() },
+        { store in store.changes(includingInitialSnapshot: true).makeAsyncIterator() },
+      ]
+      for subscribe in subscribers {
+        let scheduler = ManualScheduler()
+        let store = Store(scheduler: scheduler)
+        store["unreported"] = 0
+        #expect(store.notificationInterval == .zero)
+        let subscription = subscribe(store)
+        #expect(store.notificationInterval == Store.defaultNotificationInterval)
+        store["a"] = 1
+        #expect(scheduler.nextDeadline == scheduler.now + Store.defaultNotificationInterval)
+        withExtendedLifetime(subscription) {}
+      }
+      // An interval that was set, to anything, stays.
+      let store = Store(scheduler: ManualScheduler())
+      store.notificationInterval = .seconds(5)
+      let subscription = store.observe { _ in }
+      #expect(store.notificationInterval == .seconds(5))
+      subscription.cancel()
+      #expect(Store.defaultNotificationInterval == .milliseconds(100))
     }
 
     @Test func turningBatchesOffPublishesWhatWasRecorded() async {

@@ -75,6 +75,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline var interval: Duration = .zero {
     didSet { isTracking = interval > .zero }
   }
+  /// Whether the interval was set (to anything, `.zero` included): then a new subscriber
+  /// does not start batches at the default interval.
+  @usableFromInline var intervalIsChosen = false
   /// Whether a publication is scheduled.
   @usableFromInline var isArmed = false
   /// Whether a background coalescing pass is scheduled.

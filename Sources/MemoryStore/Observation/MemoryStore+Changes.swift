@@ -1,17 +1,23 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 // MARK: - Configuration and publishing
 
 extension MemoryStore {
-  /// How often the store publishes a ``ChangeBatch``; `.zero` (the default) turns change
-  /// batches off.
+  /// How often the store publishes a ``ChangeBatch``; `.zero` turns change batches off.
   ///
   /// While it is above zero the store records every change and publishes at most one batch
   /// per interval, only when something changed: the first change after a batch schedules
   /// the next one, one interval later. Changes made while it is `.zero` are never reported.
   /// A new value takes effect for the next write; turning batches off publishes what was
   /// recorded until then at once.
+  ///
+  /// A new store starts with batches off, and turns them on at
+  /// ``defaultNotificationInterval`` when it gets its first subscriber (a ``changes``
+  /// iteration, an ``observe(on:_:)`` handler or a ``notificationCenter``), unless the
+  /// interval was set before: a store whose interval was set to `.zero` publishes nothing to
+  /// its subscribers (and says so on the standard error in debug builds).
   ///
   /// ```swift
   /// store.notificationInterval = .milliseconds(250)
@@ -29,10 +35,36 @@ extension MemoryStore {
       let wasTracking = _writeLock.withLock {
         let wasTracking = _tracker.pointer.pointee.isTracking
         _tracker.pointer.pointee.interval = interval
+        _tracker.pointer.pointee.intervalIsChosen = true
         return wasTracking
       }
       if wasTracking && interval == .zero { _publishChanges() }
     }
+  }
+
+  /// The interval at which a store whose ``notificationInterval`` was never set publishes
+  /// batches once it has a subscriber: 100 milliseconds, ten batches a second at most.
+  public static var defaultNotificationInterval: Duration { .milliseconds(100) }
+
+  /// Turns batches on at the default interval for a new subscriber, unless the interval was
+  /// chosen; in debug builds, warns a subscriber of a store whose batches were turned off.
+  func _startBatchesForSubscriber() {
+    let isOffByChoice = _writeLock.withLock { () -> Bool in
+      let tracker = _tracker.pointer
+      guard tracker.pointee.interval == .zero else { return false }
+      if tracker.pointee.intervalIsChosen { return true }
+      tracker.pointee.interval = Self.defaultNotificationInterval
+      return false
+    }
+    #if DEBUG
+      if isOffByChoice {
+        let store = name.map { "MemoryStore \"\($0)\"" } ?? "A MemoryStore"
+        FileHandle.standardError.write(
+          Data(
+            ("\(store) got a subscriber while its notificationInterval is .zero: it publishes "
+              + "no change batches until the interval is set above zero.\n").utf8))
+      }
+    #endif
   }
 
   /// Publishes the changes recorded so far now, without waiting for the interval, and returns
@@ -181,7 +213,9 @@ extension MemoryStore {
   /// the subscription. The iteration ends when the store is freed, after the changes recorded
   /// until then are delivered.
   ///
-  /// Nothing is published while ``notificationInterval`` is `.zero`.
+  /// Starting the first iteration of a store whose ``notificationInterval`` was never set
+  /// turns batches on at ``defaultNotificationInterval``; nothing is published while the
+  /// interval is `.zero`.
   ///
   /// The sequence refers to the store weakly: it does not keep the store alive.
   public var changes: Changes { Changes(store: self, includesInitialSnapshot: false) }
@@ -251,7 +285,9 @@ extension MemoryStore {
   /// The handler runs serially and in batch order, on a serial queue of its own that targets
   /// `queue` (by default a global queue). It may read and write the store; a write it makes
   /// appears in a later batch. A handler slower than the batches receives the batches that
-  /// waited for it merged into one.
+  /// waited for it merged into one. The first handler of a store whose
+  /// ``notificationInterval`` was never set turns batches on at
+  /// ``defaultNotificationInterval``.
   ///
   /// - Parameters:
   ///   - queue: The queue the handler runs on; `nil` for a global background queue. A
@@ -262,6 +298,7 @@ extension MemoryStore {
     on queue: DispatchQueue? = nil,
     _ handler: @escaping @Sendable (ChangeBatch<Key, Value>) -> Void
   ) -> Subscription {
+    _startBatchesForSubscriber()
     let serial = DispatchQueue(
       label: "MemoryStore.observer" + (name.map { " (\($0))" } ?? ""),
       target: queue ?? .global(qos: .utility))
@@ -283,6 +320,7 @@ extension MemoryStore {
     /// snapshot if the sequence includes one.
     public func makeAsyncIterator() -> Iterator {
       guard let store else { return Iterator(sink: nil, subscription: nil) }
+      store._startBatchesForSubscriber()
       let sink = _StreamSink<Key, Value>()
       let subscription =
         includesInitialSnapshot
