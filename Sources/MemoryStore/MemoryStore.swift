@@ -126,10 +126,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The current second since creation, plus one, for reads to record; 0 while no decider
   /// needs read times.
   @usableFromInline let _readTick: Atomic<UInt32>
-  /// The eviction decider given at creation.
-  let _evictionDecider: EvictionDecider?
-  /// Whether entries keep their write time: only a decider reads it.
-  @usableFromInline let _keepsWriteTimes: Bool
+  /// The eviction decider, if any.
+  let _evictionDecider: _Protected<EvictionDecider?>
+  /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
+  /// the write lock, when the first decider is set.
+  @usableFromInline let _keepsWriteTimes: Atomic<Bool>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
 
@@ -143,11 +144,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   ///   - name: A name for diagnostics; it has no effect on behaviour.
   ///   - scheduler: The source of time for interval behaviour such as change batches. The
   ///     default uses real time; tests pass a ``ManualScheduler``.
-  public convenience init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
-    self.init(name: name, scheduler: scheduler, decider: nil)
-  }
-
-  init(name: String?, scheduler: some StoreScheduler, decider: EvictionDecider?) {
+  public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
     self.name = name
     _scheduler = scheduler
     _origin = scheduler.now
@@ -160,9 +157,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)
     _readTick = Atomic(0)
-    _timesEntries = Atomic(decider != nil)
-    _evictionDecider = decider
-    _keepsWriteTimes = decider != nil
+    _timesEntries = Atomic(false)
+    _evictionDecider = _Protected(nil)
+    _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())

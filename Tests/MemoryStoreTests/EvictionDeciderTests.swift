@@ -106,6 +106,54 @@ extension StoreContractTests {
       #expect(store["a"] == 1)
     }
 
+    @Test func aDeciderCanBeSetReplacedAndRemovedAfterCreation() throws {
+      let scheduler = ManualScheduler()
+      let origin = scheduler.now
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.countLimit = 100  // entries already carry metadata, without a write time
+      store["old"] = 1
+      #expect(store.evictionDecider == nil)
+      scheduler.advance(by: .seconds(10))
+      let calls = Calls()
+      store.evictionDecider = { key, value, context in
+        calls.append(key, value, context)
+        return value == 2
+      }
+      #expect(store.evictionDecider != nil)
+      #expect(store.evictionInterval == .seconds(600))
+      scheduler.advance(by: .seconds(5))
+      store["new"] = 2
+      #expect(store.purgeEvictableItems() == ["new": 2])
+      let contexts = Dictionary(uniqueKeysWithValues: calls.all.map { ($0.key, $0.context) })
+      // An entry written before the first decider reports the instant it was set.
+      #expect(try #require(contexts["old"]).writtenAt == origin + .seconds(10))
+      #expect(try #require(contexts["new"]).writtenAt == origin + .seconds(15))
+      // Replaced: the new decider judges the next purge.
+      store.evictionDecider = { _, _, _ in true }
+      #expect(store.purgeEvictableItems() == ["old": 1])
+      // Removed: purges do nothing.
+      store["again"] = 3
+      store.evictionDecider = nil
+      #expect(store.purgeEvictableItems().isEmpty)
+      #expect(store.allItems == ["again": 3])
+    }
+
+    @Test func aDeciderMayReplaceItselfWhileItRuns() {
+      let store = MemoryStore<String, Int>(scheduler: ManualScheduler())
+      store.addEntries(["a": 1, "b": 2])
+      let runs = Atomic(0)
+      store.evictionDecider = { _, _, _ in
+        runs.wrappingAdd(1, ordering: .relaxed)
+        store.evictionDecider = { _, _, _ in false }
+        return true
+      }
+      // The purge finishes with the decider it started with.
+      #expect(store.purgeEvictableItems().count == 2)
+      #expect(runs.load(ordering: .relaxed) == 2)
+      store["c"] = 3
+      #expect(store.purgeEvictableItems().isEmpty)
+    }
+
     @Test func theContextCarriesTheEntrysMetadataFromTheStoresClock() throws {
       let scheduler = ManualScheduler()
       let origin = scheduler.now

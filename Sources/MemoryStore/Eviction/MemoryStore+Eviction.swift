@@ -37,12 +37,44 @@ extension MemoryStore {
     name: String? = nil, scheduler: some StoreScheduler = .dispatch,
     evictionDecider: @escaping EvictionDecider
   ) {
-    self.init(name: name, scheduler: scheduler, decider: evictionDecider)
-    let activation = _writeLock.withLock { _activatePolicyLocked(now: 0) }
-    _release(activation)
-    _readTick.store(1, ordering: .relaxed)
-    _scheduleTick()
-    evictionInterval = .seconds(600)
+    self.init(name: name, scheduler: scheduler)
+    self.evictionDecider = evictionDecider
+  }
+
+  /// The eviction decider: returns `true` for an entry that should be removed; `nil` for none.
+  ///
+  /// ```swift
+  /// let quotes = MemoryStore<String, Quote>(name: "quotes")
+  /// quotes.evictionDecider = { _, quote, context in context.now - quote.time > .seconds(60) }
+  /// ```
+  ///
+  /// It may be given at creation (``init(name:scheduler:evictionDecider:)``) or set at any
+  /// time, and replaced or removed; a purge running when it changes finishes with the decider
+  /// it started with. Setting the first decider makes entries keep their write time and reads
+  /// note the second of their lookup (see the initializer), turns ``evictionInterval`` to 600
+  /// seconds if it was `.zero`, and, on a large store, is O(*n*) once, like a first limit.
+  /// Entries written before the first decider was set report that instant as their
+  /// ``EvictionContext/writtenAt``. Thread-safe.
+  public var evictionDecider: EvictionDecider? {
+    get { _evictionDecider.withLock { $0 } }
+    set {
+      let now = _clockNanos()
+      let (activation, isFirst) = _writeLock.withLock { () -> (_TableGarbage?, Bool) in
+        guard newValue != nil, !_keepsWriteTimes.load(ordering: .relaxed) else {
+          return (nil, false)
+        }
+        _policy.pointer.pointee.writeTimesSince = now
+        _keepsWriteTimes.store(true, ordering: .relaxed)
+        _timesEntries.store(true, ordering: .relaxed)
+        return (_activatePolicyLocked(now: now), true)
+      }
+      _evictionDecider.withLock { $0 = newValue }
+      _release(activation)
+      guard isFirst else { return }
+      _readTick.store(Self._tick(now), ordering: .relaxed)
+      _scheduleTick()
+      if evictionInterval == .zero { evictionInterval = .seconds(600) }
+    }
   }
 
   /// Asks the eviction decider about every entry and removes those it returns `true` for.
@@ -82,7 +114,7 @@ extension MemoryStore {
   public var evictionInterval: Duration {
     get { _writeLock.withLock { _policy.pointer.pointee.evictionInterval } }
     set {
-      guard _evictionDecider != nil else { return }
+      guard evictionDecider != nil else { return }
       let interval = max(newValue, .zero)
       let generation = _writeLock.withLock {
         _policy.pointer.pointee.evictionInterval = interval
@@ -254,7 +286,7 @@ extension MemoryStore {
   /// (``ChangeReason/evictedByDecider`` for the decider's). Runs on the calling thread; the
   /// trimming holds the write lock for one chunk of evictions at a time.
   public func handleMemoryPressure(_ level: MemoryPressureLevel) {
-    if _evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
+    if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
     // The record of evicted keys is memory the store can do without: it goes first, freed
     // after the lock is released.
     let (pressure, forgotten) = _writeLock.withLock {
@@ -433,7 +465,7 @@ extension MemoryStore {
       guard _needsClock else { return 0 }
       _writeLock.unlock()
     }
-    if timeToLive == nil && _keepsWriteTimes && _coarseOffset != 0
+    if timeToLive == nil && _keepsWriteTimes.load(ordering: .relaxed) && _coarseOffset != 0
       && _nextExpiry.load(ordering: .relaxed) == .max
     {
       let now = _SystemClock.coarse &- _systemOrigin
@@ -463,7 +495,7 @@ extension MemoryStore {
   func _entryMetadataLocked(now: Int64, cost: Int, timeToLive: Duration?) -> _EntryMetadata {
     let lifetime = timeToLive?.nanoseconds ?? _policy.pointer.pointee.defaultLifetime
     return _EntryMetadata(
-      writtenAt: _keepsWriteTimes ? now : 0,
+      writtenAt: _keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
       cost: cost)
   }
@@ -476,7 +508,9 @@ extension MemoryStore {
   func _activatePolicyLocked(now: Int64) -> _TableGarbage? {
     guard !_policyActive.load(ordering: .relaxed) else { return nil }
     _table.startCarryingMetadata(
-      _EntryMetadata(writtenAt: _keepsWriteTimes ? now : 0, expiresAt: .max, cost: 0))
+      _EntryMetadata(
+        writtenAt: _keepsWriteTimes.load(ordering: .relaxed) ? now : 0, expiresAt: .max, cost: 0
+      ))
     _policyActive.store(true, ordering: .relaxed)
     return _table.publish()
   }
@@ -914,14 +948,14 @@ extension MemoryStore {
   /// Runs the decider over the entries present now, in chunks; see
   /// ``purgeEvictableItems(context:)``.
   func _purge(_ trigger: EvictionTrigger) -> [Key: Value] {
-    guard let decider = _evictionDecider, _purgeGate.enter() else { return [:] }
+    guard let decider = evictionDecider, _purgeGate.enter() else { return [:] }
     defer { _purgeGate.leave() }
     _expireDueEntries()
     let start = _clockNanos()
     _readTick.store(Self._tick(start), ordering: .relaxed)
-    let startVersion = _writeLock.withLock {
+    let (startVersion, writeTimesSince) = _writeLock.withLock {
       _policy.pointer.pointee.purgesRunning += 1
-      return _table._writer.pointer.pointee.version
+      return (_table._writer.pointer.pointee.version, _policy.pointer.pointee.writeTimesSince)
     }
     defer { _writeLock.withLock { _policy.pointer.pointee.purgesRunning -= 1 } }
     let startInstant = _instant(start)
@@ -952,7 +986,8 @@ extension MemoryStore {
       var victims: [(key: Key, version: UInt64)] = []
       for candidate in candidates {
         let context = EvictionContext(
-          trigger: trigger, now: startInstant, writtenAt: _instant(candidate.metadata.writtenAt),
+          trigger: trigger, now: startInstant,
+          writtenAt: _instant(max(candidate.metadata.writtenAt, writeTimesSince)),
           lastReadAt: candidate.tick == 0
             ? nil : _origin + .seconds(Int64(candidate.tick) - 1),
           cost: candidate.metadata.cost,

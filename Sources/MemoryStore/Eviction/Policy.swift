@@ -53,6 +53,9 @@ struct _Policy {
   @usableFromInline var sweepArmedFor: Int64?
   @usableFromInline var memoryPressure = MemoryPressurePolicy()
   @usableFromInline var evictionInterval: Duration = .zero
+  /// When entries started keeping their write time (the first decider was set), in policy
+  /// nanoseconds: the write time a decider is given for an entry written before.
+  @usableFromInline var writeTimesSince: Int64 = 0
   /// Bumped when the interval changes, so a superseded timer does nothing.
   @usableFromInline var intervalGeneration: UInt64 = 0
 
