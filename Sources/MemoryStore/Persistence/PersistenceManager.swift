@@ -8,7 +8,7 @@ import Foundation
 /// let persistence = try PersistenceManager(
 ///   store: quotes, fileURL: directory.appending(path: "quotes.snapshot"), coder: .binary)
 /// let restored = try persistence.load()        // 0 the first time
-/// persistence.saveInterval = .seconds(30)      // auto-save, skipped while nothing changes
+/// persistence.saveInterval = .seconds(30)      // auto-save while `persistence` is alive
 /// // …
 /// try persistence.save()                       // before the app quits
 /// ```
@@ -142,7 +142,17 @@ public final class PersistenceManager<
   }
 
   deinit {
-    for stream in _state.withLock({ $0.outcomeStreams.values }) { stream.finish() }
+    let (streams, interval) = _state.withLock { ($0.outcomeStreams.values, $0.saveInterval) }
+    for stream in streams { stream.finish() }
+    #if DEBUG
+      if interval > .zero {
+        FileHandle.standardError.write(
+          Data(
+            ("The PersistenceManager for \(fileURL.path) was released with saveInterval "
+              + "\(interval): auto-save stopped. Keep a reference to the manager for as long as "
+              + "it should save, and set saveInterval to .zero to stop it.\n").utf8))
+      }
+    #endif
   }
 
   // MARK: Settings
@@ -167,8 +177,13 @@ public final class PersistenceManager<
   /// (timed by the store's ``StoreScheduler``), skipping the save when nothing was written to
   /// the store since the last successful save. Results are reported through ``lastSaveError``,
   /// ``lastSaveDate`` and ``saveOutcomes``; a failed auto-save is tried again one period later.
-  /// Setting the interval restarts the period. The timer does not keep the manager alive:
-  /// auto-save stops when the manager is released.
+  /// Setting the interval restarts the period. Failures reach ``lastSaveError`` and every
+  /// ``saveOutcomes`` subscriber, which is where to handle them.
+  ///
+  /// **Auto-save lasts as long as the manager.** The timer does not keep the manager alive
+  /// (it would keep the store alive with it): keep a reference to the manager, beside the
+  /// store, for as long as it should save. A manager released while its interval is above
+  /// zero stops saving, and says so on the standard error in debug builds.
   public var saveInterval: Duration {
     get { _state.withLock { $0.saveInterval } }
     set {
