@@ -305,6 +305,40 @@ extension MemoryStore {
     return _hub.add(.handler(_HandlerSink(queue: serial, handler: handler)))
   }
 
+  /// Calls `handler` on the main actor with every change batch published from now on, until
+  /// the returned subscription is cancelled or released: for view models and other
+  /// `@MainActor` code.
+  ///
+  /// ```swift
+  /// @MainActor final class QuotesModel {
+  ///   var rows: [String: Double] = [:]
+  ///   var subscription: Subscription?
+  ///
+  ///   init(store: MemoryStore<String, Double>) {
+  ///     subscription = store.observeOnMainActor { [weak self] batch in
+  ///       guard let self else { return }
+  ///       batch.apply(to: &self.rows)   // main-actor state, no hop and no assumption
+  ///     }
+  ///   }
+  /// }
+  /// ```
+  ///
+  /// The handler runs serially and in batch order on the main queue, which the main actor
+  /// runs on, as ``observe(on:_:)`` with `.main` would, but typed as main-actor isolated, so
+  /// that it may touch main-actor state under Swift 6's strict concurrency. The rest is as
+  /// for ``observe(on:_:)``.
+  ///
+  /// - Parameter handler: Receives each batch, on the main actor.
+  /// - Returns: A subscription; delivery stops when it is cancelled or released.
+  public func observeOnMainActor(
+    _ handler: @escaping @MainActor @Sendable (ChangeBatch<Key, Value>) -> Void
+  ) -> Subscription {
+    observe(on: .main) { batch in
+      // The handler's queue targets the main queue, which is the main actor's executor.
+      MainActor.assumeIsolated { handler(batch) }
+    }
+  }
+
   /// The `AsyncSequence` of a store's change batches; see ``MemoryStore/changes``.
   ///
   /// Thread-safe; refers to the store weakly.
