@@ -10,7 +10,12 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   enum Sink: Sendable {
     case stream(_StreamSink<Key, Value>)
     case handler(_HandlerSink<Key, Value>)
+    case key(_KeySink<Key, Value>)
   }
+
+  /// What a delivery let go of: merged batches and replaced values, for the publisher to
+  /// release after unlocking.
+  typealias Displaced = (batches: [ChangeBatch<Key, Value>], values: [Value?])
 
   struct Sinks {
     var nextID = 0
@@ -39,6 +44,7 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
       switch removed {
       case .stream(let sink): sink.cancel()
       case .handler(let sink): sink.cancel()
+      case .key(let sink): sink.cancel()
       case nil: break
       }
     }
@@ -47,16 +53,19 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Delivers `batch` to every sink (caller holds `publication`).
   ///
   /// - Returns: What the delivery displaced, for the caller to release after unlocking.
-  func deliver(_ batch: ChangeBatch<Key, Value>) -> [ChangeBatch<Key, Value>] {
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> Displaced {
     let current = sinks.withLock { Array($0.entries.values) }
-    var displaced: [ChangeBatch<Key, Value>] = []
+    var displaced: Displaced = ([], [])
     for sink in current {
-      let old: ChangeBatch<Key, Value>? =
-        switch sink {
-        case .stream(let sink): sink.deliver(batch)
-        case .handler(let sink): sink.deliver(batch)
-        }
-      if let old { displaced.append(old) }
+      let old: ChangeBatch<Key, Value>?
+      switch sink {
+      case .stream(let sink): old = sink.deliver(batch)
+      case .handler(let sink): old = sink.deliver(batch)
+      case .key(let sink):
+        old = nil
+        if let value = sink.deliver(batch) { displaced.values.append(value) }
+      }
+      if let old { displaced.batches.append(old) }
     }
     return displaced
   }
@@ -79,7 +88,13 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
       defer { sinks.entries = [:] }
       return Array(sinks.entries.values)
     }
-    for case .stream(let sink) in all { sink.finish() }
+    for sink in all {
+      switch sink {
+      case .stream(let sink): sink.finish()
+      case .key(let sink): sink.finish()
+      case .handler: break
+      }
+    }
   }
 }
 
@@ -278,5 +293,115 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
       return state.pending
     }
     withExtendedLifetime(dropped) {}
+  }
+}
+
+/// One `updates(forKey:)` iteration's mailbox: the key's latest value not yet taken, if any.
+final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  private typealias Waiter = CheckedContinuation<Value??, Never>
+
+  private struct State {
+    /// `.some(value)`: a value (`nil`: absent) waits to be taken.
+    var pending: Value??
+    var waiter: Waiter?
+    /// No more values will come: the store is gone, or the iteration was cancelled.
+    var isFinished = false
+    /// Whether a published value was placed (the first value then is not needed).
+    var hasDelivered = false
+  }
+
+  let key: Key
+  private let state = _Protected(State())
+
+  init(key: Key) {
+    self.key = key
+  }
+
+  /// Places the key's value from `batch`, if the batch changes it (publication lock held).
+  ///
+  /// - Returns: The value it replaced, for the caller to release later.
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> Value?? {
+    let value: Value?
+    if let updated = batch.updated[key] {
+      value = updated
+    } else if batch.removed.contains(key) {
+      value = nil
+    } else {
+      return nil
+    }
+    return place(value, isFirst: false)
+  }
+
+  /// Places the key's value at subscription, unless a published one came first.
+  func preload(_ value: Value?) {
+    withExtendedLifetime(place(value, isFirst: true)) {}
+  }
+
+  private func place(_ value: Value?, isFirst: Bool) -> Value?? {
+    let (waiter, replaced) = state.withLock { state -> (Waiter?, Value??) in
+      if state.isFinished || (isFirst && state.hasDelivered) { return (nil, nil) }
+      if !isFirst { state.hasDelivered = true }
+      if let waiter = state.waiter {
+        state.waiter = nil
+        return (waiter, nil)
+      }
+      defer { state.pending = .some(value) }
+      return (nil, state.pending)
+    }
+    waiter?.resume(returning: .some(value))
+    return replaced
+  }
+
+  /// The next value; `nil` once the store is gone and the last value was taken, or once the
+  /// calling task is cancelled.
+  func next(
+    isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
+  ) async -> Value?? {
+    if let ready = take(orRegister: nil) { return ready }
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation(isolation: actor) { (continuation: Waiter) in
+        if let ready = take(orRegister: continuation) { continuation.resume(returning: ready) }
+      }
+    } onCancel: {
+      onCancel()
+    }
+  }
+
+  /// `.some(next)` if the caller need not wait (`next` is `nil` once finished); otherwise
+  /// registers `waiter`, if given, and returns `nil`.
+  private func take(orRegister waiter: Waiter?) -> Value??? {
+    state.withLock { state in
+      if let pending = state.pending {
+        state.pending = nil
+        return .some(.some(pending))
+      }
+      if state.isFinished { return .some(nil) }
+      state.waiter = waiter
+      return nil
+    }
+  }
+
+  /// Stops the iteration now; a waiting value is dropped.
+  func cancel() {
+    let (waiter, dropped) = state.withLock { state in
+      state.isFinished = true
+      defer {
+        state.waiter = nil
+        state.pending = nil
+      }
+      return (state.waiter, state.pending)
+    }
+    waiter?.resume(returning: nil)
+    withExtendedLifetime(dropped) {}
+  }
+
+  /// Ends the iteration after a waiting value has been taken.
+  func finish() {
+    let waiter = state.withLock { state in
+      state.isFinished = true
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume(returning: nil)
   }
 }

@@ -94,7 +94,7 @@ extension MemoryStore {
   /// it, and returns a read section entered at the very point of the write order where the
   /// published changes end (so the next batch is the difference from what the section sees).
   func _publishChanges(
-    disarm: Bool, subscribing sink: _StreamSink<Key, Value>?
+    disarm: Bool, subscribing sink: _ChangeHub<Key, Value>.Sink?
   ) -> (
     section: (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)),
     subscription: Subscription, last: UInt64
@@ -104,7 +104,7 @@ extension MemoryStore {
       let coalesced = _coalesceLogged(
         publishing: true, disarm: disarm, enteringReadSection: sink != nil)
       var batch: ChangeBatch<Key, Value>?
-      var displaced: [ChangeBatch<Key, Value>] = []
+      var displaced: _ChangeHub<Key, Value>.Displaced = ([], [])
       if let recorded = coalesced.recorded, !recorded.isEmpty,
         let published = recorded.batch(sequenceNumber: last + 1)
       {
@@ -113,7 +113,7 @@ extension MemoryStore {
         displaced = _hub.deliver(published)
       }
       let subscribed = sink.map { sink in
-        (coalesced.section.unsafelyUnwrapped, _hub.add(.stream(sink)), last)
+        (coalesced.section.unsafelyUnwrapped, _hub.add(sink), last)
       }
       return (coalesced, batch, displaced, subscribed)
     }
@@ -264,8 +264,9 @@ extension MemoryStore {
   func _subscribeWithSnapshot(_ sink: _StreamSink<Key, Value>) -> Subscription {
     // No entry in the snapshot has expired at the instant it starts.
     _expireDueEntries()
-    let (section, subscription, last) = _publishChanges(disarm: false, subscribing: sink)
-      .unsafelyUnwrapped
+    let (section, subscription, last) = _publishChanges(
+      disarm: false, subscribing: .stream(sink)
+    ).unsafelyUnwrapped
     let entries = _ReadView(table: _table, version: section.version).dictionary
     _table.leaveReadSection(section.token)
     // Batches delivered meanwhile changed what the snapshot holds, so they follow it.
@@ -336,6 +337,86 @@ extension MemoryStore {
     observe(on: .main) { batch in
       // The handler's queue targets the main queue, which is the main actor's executor.
       MainActor.assumeIsolated { handler(batch) }
+    }
+  }
+
+  /// The value of one key, now and after each change: an `AsyncSequence` whose first element
+  /// is the key's current value (`nil`: absent), followed by its value after each published
+  /// batch that changes it.
+  ///
+  /// ```swift
+  /// for await quote in quotes.updates(forKey: "AAPL") {
+  ///   label.text = quote.map { "\($0)" } ?? "—"
+  /// }
+  /// ```
+  ///
+  /// Changes come with the store's batches, one element per batch at most, so a key written
+  /// many times within an interval yields its latest value once; a consumer slower than the
+  /// batches receives only the latest value it missed (memory: one value). The first
+  /// element and the subscription are taken at one point of the write order, as for
+  /// ``changes(includingInitialSnapshot:)``, so no change is missed between them. Starting an
+  /// iteration of a store whose ``notificationInterval`` was never set turns batches on at
+  /// ``defaultNotificationInterval``.
+  ///
+  /// Each iteration is a subscriber, which costs every published batch one lookup of its key;
+  /// a store nobody watches pays nothing. Leaving the loop or cancelling its task ends it;
+  /// it ends when the store is freed. The sequence refers to the store weakly.
+  ///
+  /// - Parameter key: The key to watch.
+  /// - Complexity: O(1) to start, on the calling thread.
+  public func updates(forKey key: Key) -> KeyUpdates {
+    KeyUpdates(store: self, key: key)
+  }
+
+  /// Subscribes `sink` to its key, with the key's value taken at the same point of the write
+  /// order placed in it first.
+  func _subscribe(_ sink: _KeySink<Key, Value>) -> Subscription {
+    _startBatchesForSubscriber()
+    _expireDueEntries()
+    let (section, subscription, _) = _publishChanges(
+      disarm: false, subscribing: .key(sink)
+    ).unsafelyUnwrapped
+    let current = _ReadView(table: _table, version: section.version).value(forKey: sink.key)
+    _table.leaveReadSection(section.token)
+    // A value delivered meanwhile is newer.
+    sink.preload(current)
+    return subscription
+  }
+
+  /// The `AsyncSequence` of one key's values; see ``MemoryStore/updates(forKey:)``.
+  ///
+  /// Thread-safe; refers to the store weakly.
+  public struct KeyUpdates: AsyncSequence, Sendable {
+    public typealias Element = Value?
+    public typealias Failure = Never
+
+    weak var store: MemoryStore?
+    let key: Key
+
+    /// Subscribes: the iterator receives the key's current value, then its changes.
+    public func makeAsyncIterator() -> Iterator {
+      guard let store else { return Iterator(sink: nil, subscription: nil) }
+      let sink = _KeySink<Key, Value>(key: key)
+      return Iterator(sink: sink, subscription: store._subscribe(sink))
+    }
+
+    /// Iterates one subscription. Dropping the iterator ends the subscription.
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
+      let sink: _KeySink<Key, Value>?
+      let subscription: Subscription?
+
+      /// The key's next value (`.some(nil)`: absent), waiting for it if necessary; `nil` when
+      /// the store is gone or the task is cancelled.
+      public mutating func next() async -> Value?? {
+        await next(isolation: nil)
+      }
+
+      /// The key's next value (`.some(nil)`: absent), waiting for it if necessary; `nil` when
+      /// the store is gone or the task is cancelled.
+      public mutating func next(isolation actor: isolated (any Actor)?) async -> Value?? {
+        guard let sink, let subscription else { return nil }
+        return await sink.next(isolation: actor) { subscription.cancel() }
+      }
     }
   }
 
