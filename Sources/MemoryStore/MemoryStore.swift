@@ -133,6 +133,13 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _keepsWriteTimes: Atomic<Bool>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
+  /// Whether writes log what they remove or replace: while ``removals(bufferingNewest:)`` has
+  /// subscribers. Changed under the write lock; read by writers under it.
+  @usableFromInline let _recordsRemovals: Atomic<Bool>
+  /// The removals not yet delivered; guarded by `_writeLock`.
+  @usableFromInline let _removalLog: _UnsafeBox<_RemovalLog<Key, Value>>
+  /// Who receives them.
+  let _removalSubscribers: _RemovalSubscribers<Key, Value>
 
   /// Creates an empty store.
   ///
@@ -161,6 +168,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _evictionDecider = _Protected(nil)
     _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
+    _recordsRemovals = Atomic(false)
+    _removalLog = _UnsafeBox(_RemovalLog())
+    _removalSubscribers = _RemovalSubscribers()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
@@ -175,6 +185,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     // `changes` iteration ends.
     _publishChanges()
     _hub.finishAll()
+    // Removals logged but not yet delivered still reach the subscribers; then their
+    // iterations end.
+    _deliverRemovals(finishing: true)
+    _removalLog.deallocate()
     _tracker.deallocate()
     _writeLock.deallocate()
     _creationLock.deallocate()
@@ -243,10 +257,15 @@ extension MemoryStore {
       previous = _table.stageRemove(key)
       if previous != nil { followUp = _logKeyedLocked(key, nil, wasPresent: true) }
     }
+    var deliversRemovals = false
+    if let previous, _recordsRemovals.load(ordering: .relaxed) {
+      deliversRemovals = _logRemovalLocked(key, previous, newValue != nil ? .replaced : .removed)
+    }
     let garbage = _table.publish()
     _writeLock.unlock()
     _release(garbage)
     if let followUp { _followUp(followUp) }
+    if deliversRemovals { _scheduleRemovalDelivery() }
     return (newValue != nil || previous != nil, previous)
   }
 
@@ -481,11 +500,14 @@ extension MemoryStore {
   /// It also frees the values that writes replaced or removed, when no reader still needs
   /// them, rather than leaving them for later writes to free, and waits for the background
   /// queue that frees large groups of them (so a value's `deinit` must not wait for a lock
-  /// that the caller of `flush()` holds).
+  /// that the caller of `flush()` holds). And it returns only once the removals of writes
+  /// made before the call have been handed to every ``removals(bufferingNewest:)``
+  /// subscriber.
   ///
   /// - Complexity: O(*r*) for the *r* values replaced or removed since they were last freed.
   public func flush() async {
     _settle()
+    if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil { _RemovalQueue.queue.sync {} }
   }
 
   /// The queue that frees large garbage (see ``_release(_:)``).

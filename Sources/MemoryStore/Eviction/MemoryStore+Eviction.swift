@@ -399,6 +399,8 @@ extension MemoryStore {
     @usableFromInline var armSweepAt: Int64?
     /// The entries removed at the caller's request (a purge's).
     @usableFromInline var removed: [Key: Value]?
+    /// Removals were logged, and their delivery must be scheduled.
+    @usableFromInline var deliversRemovals = false
     /// A ``_WriteOperation/replace(_:)`` found an entry changed since it was read, and staged
     /// nothing.
     @usableFromInline var conflicted = false
@@ -679,6 +681,7 @@ extension MemoryStore {
       _release(outcome.garbage)
     }
     if let followUp = outcome.followUp { _followUp(followUp) }
+    if outcome.deliversRemovals { _scheduleRemovalDelivery() }
     if let deadline = outcome.armSweepAt {
       _scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in
         self?._expiryTimerFired(deadline)
@@ -774,6 +777,8 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline let logged: Int
   /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
   @usableFromInline let carriesMetadata: Bool
+  /// Whether removals are logged for ``MemoryStore/removals(bufferingNewest:)``.
+  @usableFromInline let recordsRemovals: Bool
 
   @inlinable
   init(
@@ -783,6 +788,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata
+    recordsRemovals = store._recordsRemovals.load(ordering: .relaxed)
     logged = store._tracker.pointer.pointee.log.count
   }
 
@@ -810,10 +816,14 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     outcome.changed = true
     var previous: Value?
     if let old, !old.isTombstone {
-      if old.hasMetadata && old.expiresAt <= now {
+      let expired = old.hasMetadata && old.expiresAt <= now
+      if expired {
         noteExpired(key, in: store)
       } else {
         previous = old.value.pointee
+      }
+      if recordsRemovals {
+        logRemoval(key, old.value.pointee, expired ? .evicted(.expired) : .replaced, in: store)
       }
     }
     store._logPolicyChange(key, value, wasPresent: previous != nil, reason)
@@ -878,8 +888,10 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     outcome.changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
       noteExpired(key(), in: store)
+      if recordsRemovals { logRemoval(key(), old.value.pointee, .evicted(.expired), in: store) }
       return nil
     }
+    if recordsRemovals { logRemoval(key(), old.value.pointee, .removal(reason), in: store) }
     if store._tracker.pointer.pointee.isTracking {
       store._logPolicyChange(key(), nil, wasPresent: true, reason)
     }
@@ -903,9 +915,25 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
         .clear(_ClearedContents(table: table, excluding: expiredKeys ?? []), reason))
       cleared = true
     }
+    if recordsRemovals {
+      // What readers see now, less the expired entries this write removed first.
+      let expired = Set(expiredKeys ?? [])
+      let cause = RemovalCause.removal(reason)
+      table._forEach(at: table._writer.pointer.pointee.version) { key, value in
+        if !expired.contains(key) { logRemoval(key, value, cause, in: store) }
+      }
+    }
     table.stageRemoveAll()
     policy.pointee.removeAll()
     outcome.changed = true
+  }
+
+  /// Logs a removal for ``MemoryStore/removals(bufferingNewest:)``.
+  @inlinable
+  mutating func logRemoval(
+    _ key: Key, _ value: Value, _ cause: RemovalCause, in store: MemoryStore<Key, Value>
+  ) {
+    if store._logRemovalLocked(key, value, cause) { outcome.deliversRemovals = true }
   }
 
   /// Publishes the write and completes ``outcome``: what is left to do after unlocking.

@@ -1,0 +1,207 @@
+import Dispatch
+import Synchronization
+
+/// An entry that left a store, or whose value a write replaced: what
+/// ``MemoryStore/removals(bufferingNewest:)`` delivers.
+public struct Removal<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  /// The entry's key.
+  public let key: Key
+  /// The value that left the store (for ``RemovalCause/replaced``, the value replaced).
+  public let value: Value
+  /// Why it left.
+  public let cause: RemovalCause
+
+  @usableFromInline
+  init(key: Key, value: Value, cause: RemovalCause) {
+    self.key = key
+    self.value = value
+    self.cause = cause
+  }
+}
+
+extension Removal: Equatable where Value: Equatable {}
+
+/// Why a value left a store.
+public enum RemovalCause: Hashable, Sendable, CustomStringConvertible {
+  /// A write stored another value for the key: the subscript, ``MemoryStore/updateValue(_:forKey:)``,
+  /// ``MemoryStore/setValue(_:forKey:cost:timeToLive:)``, ``MemoryStore/addEntries(_:)``,
+  /// ``MemoryStore/update(forKey:_:)``, `merge(_:uniquingKeysWith:)` or a load.
+  case replaced
+  /// A write removed the key: assigning `nil`, ``MemoryStore/removeValue(forKey:)``,
+  /// ``MemoryStore/removeValues(forKeys:)``, ``MemoryStore/removeAll()``,
+  /// ``MemoryStore/removeAll(where:)`` or an update to `nil`.
+  case removed
+  /// The store removed the entry on its own: a limit, the decider, memory pressure, or its
+  /// time to live (``EvictionReason/expired``), as ``StoreStatistics/evictions`` counts them.
+  case evicted(EvictionReason)
+
+  /// Whether the store removed the entry on its own, rather than a write.
+  public var isEviction: Bool {
+    if case .evicted = self { return true }
+    return false
+  }
+
+  public var description: String {
+    switch self {
+    case .replaced: "replaced"
+    case .removed: "removed"
+    case .evicted(let reason): "evicted (\(reason))"
+    }
+  }
+
+  /// The cause of a removal logged with `reason`.
+  @usableFromInline
+  static func removal(_ reason: ChangeReason) -> RemovalCause {
+    reason.evictionReason.map(RemovalCause.evicted) ?? .removed
+  }
+}
+
+/// The removals written since the last delivery; guarded by the store's write lock.
+@usableFromInline
+struct _RemovalLog<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  @usableFromInline var entries: [Removal<Key, Value>] = []
+  /// The number of removals logged before `entries`, for subscribers to start at.
+  @usableFromInline var delivered: UInt64 = 0
+  /// Whether a delivery is scheduled.
+  @usableFromInline var isDeliveryScheduled = false
+
+  @usableFromInline init() {}
+
+  /// Logs a removal; returns whether the caller must schedule a delivery after unlocking.
+  @inlinable
+  mutating func append(_ key: Key, _ value: Value, _ cause: RemovalCause) -> Bool {
+    entries.append(Removal(key: key, value: value, cause: cause))
+    guard !isDeliveryScheduled else { return false }
+    isDeliveryScheduled = true
+    return true
+  }
+}
+
+/// The subscribers of a store's removals.
+final class _RemovalSubscribers<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  struct Subscriber: Sendable {
+    let continuation: AsyncStream<Removal<Key, Value>>.Continuation
+    /// The position in the log of the first removal it receives.
+    let start: UInt64
+  }
+
+  struct State: Sendable {
+    var nextID = 0
+    var entries: [Int: Subscriber] = [:]
+  }
+
+  let state = _Protected(State())
+
+  /// The queue that delivers every store's removals, in the order each store logged them.
+  static var queue: DispatchQueue { _RemovalQueue.queue }
+}
+
+/// See ``_RemovalSubscribers/queue``.
+enum _RemovalQueue {
+  static let queue: DispatchQueue = {
+    let queue = DispatchQueue(label: "MemoryStore.removals", qos: .utility)
+    queue.setSpecific(key: key, value: ())
+    return queue
+  }()
+
+  /// Marks the queue, so that code running on it can tell.
+  static let key = DispatchSpecificKey<Void>()
+}
+
+extension MemoryStore {
+  /// Every entry that leaves the store from now on, with its value and why: replaced or
+  /// removed by a write, or evicted by a limit, the decider, memory pressure or its time to
+  /// live. The notifications Caffeine, Guava and PINCache give, which change batches (net
+  /// differences) cannot: a key added and evicted within one interval is reported here.
+  ///
+  /// ```swift
+  /// for await removal in images.removals() where removal.cause.isEviction {
+  ///   diskCache.write(removal.value, forKey: removal.key)   // spill evicted images to disk
+  /// }
+  /// ```
+  ///
+  /// Removals arrive in the order the writes made them, shortly after each write returns, on
+  /// the iteration's own task: no lock of the store is held, so the consumer may read and
+  /// write the store. Each call returns a new subscriber, which receives the removals of writes
+  /// ordered after the call.
+  ///
+  /// **A slow consumer loses the oldest.** Up to `limit` removals wait for the consumer; when
+  /// another comes, the oldest waiting one is dropped, so memory stays bounded by `limit`
+  /// values. Leaving the loop or cancelling its task ends the subscription; the sequence ends
+  /// when the store is freed, after the removals made until then.
+  ///
+  /// While there is a subscriber, each write that removes or replaces a value logs it under
+  /// the write lock (an append, and a retain of the value) and a background queue delivers
+  /// them; ``removeAll()`` then costs O(*n*) to log every entry. Without subscribers a write
+  /// pays one relaxed atomic load.
+  ///
+  /// - Parameter limit: The most removals that wait for the consumer; at least 1.
+  /// - Returns: The removals, as an `AsyncStream`.
+  public func removals(bufferingNewest limit: Int = 10_000) -> AsyncStream<Removal<Key, Value>> {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: Removal<Key, Value>.self, bufferingPolicy: .bufferingNewest(max(limit, 1)))
+    // Under the write lock: every write ordered after this point is logged and delivered.
+    let id = _writeLock.withLock {
+      let log = _removalLog.pointer
+      let start = log.pointee.delivered &+ UInt64(log.pointee.entries.count)
+      _recordsRemovals.store(true, ordering: .relaxed)
+      return _removalSubscribers.state.withLock { state in
+        state.nextID += 1
+        state.entries[state.nextID] = .init(continuation: continuation, start: start)
+        return state.nextID
+      }
+    }
+    continuation.onTermination = { [weak self] _ in self?._unsubscribeFromRemovals(id) }
+    return stream
+  }
+
+  func _unsubscribeFromRemovals(_ id: Int) {
+    _writeLock.withLock {
+      let isEmpty = _removalSubscribers.state.withLock { state in
+        state.entries.removeValue(forKey: id)
+        return state.entries.isEmpty
+      }
+      if isEmpty { _recordsRemovals.store(false, ordering: .relaxed) }
+    }
+  }
+
+  /// Logs that `value` left under `key` (write lock held; the store records removals).
+  ///
+  /// - Returns: Whether the caller must call ``_scheduleRemovalDelivery()`` after unlocking.
+  @inlinable
+  func _logRemovalLocked(_ key: Key, _ value: Value, _ cause: RemovalCause) -> Bool {
+    _removalLog.pointer.pointee.append(key, value, cause)
+  }
+
+  /// Delivers the logged removals on the removals queue.
+  @usableFromInline
+  func _scheduleRemovalDelivery() {
+    _RemovalQueue.queue.async { [weak self] in self?._deliverRemovals() }
+  }
+
+  /// Hands the logged removals to the subscribers, oldest first (on the removals queue, or in
+  /// deinit).
+  func _deliverRemovals(finishing: Bool = false) {
+    let (entries, first) = _writeLock.withLock { () -> ([Removal<Key, Value>], UInt64) in
+      let log = _removalLog.pointer
+      log.pointee.isDeliveryScheduled = false
+      let first = log.pointee.delivered
+      log.pointee.delivered &+= UInt64(log.pointee.entries.count)
+      defer { log.pointee.entries = [] }
+      return (log.pointee.entries, first)
+    }
+    let subscribers = _removalSubscribers.state.withLock { state in
+      let subscribers = Array(state.entries.values)
+      if finishing { state.entries = [:] }
+      return subscribers
+    }
+    for subscriber in subscribers {
+      for (offset, removal) in entries.enumerated()
+      where first &+ UInt64(offset) >= subscriber.start {
+        subscriber.continuation.yield(removal)
+      }
+      if finishing { subscriber.continuation.finish() }
+    }
+    // The values are released here, outside every lock: a deinit may use the store.
+  }
+}

@@ -1,0 +1,154 @@
+@_spi(Testing) import MemoryStore
+import Synchronization
+import Testing
+
+extension StoreContractTests {
+  /// `removals(bufferingNewest:)`: every value that leaves the store, with its cause, in order.
+  @Suite("Removal notifications") struct RemovalNotifications {
+    /// Takes removals from `stream` up to the first removal of `marker`, which the caller
+    /// writes and removes last (deliveries run on a background queue).
+    static func take<Key, Value>(
+      _ stream: AsyncStream<Removal<Key, Value>>, through marker: Key
+    ) async -> [Removal<Key, Value>] {
+      var taken: [Removal<Key, Value>] = []
+      for await removal in stream {
+        if removal.key == marker { break }
+        taken.append(removal)
+      }
+      return taken
+    }
+
+    typealias Seen = [String]
+
+    static func describe(_ removals: [Removal<String, Int>]) -> Seen {
+      removals.map { "\($0.key)=\($0.value) \($0.cause)" }
+    }
+
+    @Test func writesReportWhatTheyReplaceAndRemoveInOrder() async {
+      let store = MemoryStore<String, Int>()
+      store["before"] = 0
+      let removals = store.removals()
+      store["before"] = nil  // after the subscription: reported
+      store["a"] = 1
+      store["a"] = 2
+      store.updateValue(3, forKey: "a")
+      store.addEntries(["a": 4, "b": 5])
+      store.removeValue(forKey: "b")
+      store.update(forKey: "a") { $0 = nil }
+      store.addEntries(["c": 6, "d": 7])
+      store.removeValues(forKeys: ["c"])
+      store.removeAll(where: { $0.value == 7 })
+      store["e"] = 8
+      store.removeAll()
+      store["absent"] = nil  // removes nothing: not reported
+      store["end"] = 9
+      store["end"] = nil
+      let seen = Self.describe(await Self.take(removals, through: "end"))
+      #expect(
+        seen == [
+          "before=0 removed", "a=1 replaced", "a=2 replaced", "a=3 replaced", "b=5 removed",
+          "a=4 removed", "c=6 removed", "d=7 removed", "e=8 removed",
+        ])
+    }
+
+    @Test func evictionsAndExpiriesReportTheirReason() async {
+      let clock = ManualScheduler()
+      let store = MemoryStore<String, Int>(scheduler: clock) { key, _, _ in key == "judged" }
+      store.countLimit = 3
+      store.costLimit = 100
+      let removals = store.removals()
+      store.setValue(1, forKey: "expiring", timeToLive: .seconds(1))
+      clock.advance(by: .seconds(1))
+      _ = store["expiring"]
+      store.setValue(2, forKey: "heavy", cost: 200)  // more than the cost limit on its own
+      store["judged"] = 3
+      store.purgeEvictableItems()
+      store.addEntries(["x": 4, "y": 5, "z": 6])
+      store["w"] = 7  // one over the count limit
+      store.handleMemoryPressure(.critical)
+      store.countLimit = nil
+      store["end"] = 0
+      store["end"] = nil
+      let seen = await Self.take(removals, through: "end")
+      var causes: [String: RemovalCause] = [:]
+      for removal in seen where causes[removal.key] == nil { causes[removal.key] = removal.cause }
+      #expect(causes["expiring"] == .evicted(.expired))
+      #expect(causes["heavy"] == .evicted(.costLimit))
+      #expect(causes["judged"] == .evicted(.decider))
+      #expect(seen.contains { $0.cause == .evicted(.countLimit) })
+      #expect(seen.contains { $0.cause == .evicted(.memoryPressure) })
+      #expect(seen.allSatisfy { $0.cause.isEviction })
+    }
+
+    @Test func aSlowConsumerKeepsTheNewestRemovalsOnly() async {
+      let store = MemoryStore<String, Int>()
+      let removals = store.removals(bufferingNewest: 3)
+      for value in 0..<10 { store["k"] = value }  // 9 replacements
+      await store.flush()  // every removal was handed over: the 3 newest wait
+      var seen: [Int] = []
+      for await removal in removals {
+        seen.append(removal.value)
+        if seen.count == 3 { break }
+      }
+      #expect(seen == [6, 7, 8])
+    }
+
+    @Test func theConsumerMayWriteTheStoreAndTheSequenceEndsWithIt() async {
+      var store: MemoryStore<String, Int>? = MemoryStore()
+      let removals = store!.removals()
+      let consumer = Task { [weak store] () -> Int in
+        var count = 0
+        for await removal in removals {
+          count += 1
+          // No lock is held: writing back does not deadlock.
+          store?["echo-\(removal.key)"] = removal.value
+        }
+        return count
+      }
+      store!["a"] = 1
+      store!["a"] = nil
+      store = nil  // pending removals are delivered, then the sequence ends
+      #expect(await consumer.value >= 1)
+    }
+
+    @Test func concurrentWritersReportEveryRemovalOncePerKeyInWriteOrder() async throws {
+      let store = MemoryStore<Int, Int>()
+      let removals = store.removals(bufferingNewest: 1_000_000)
+      let threads = 8
+      let writes = 2_000
+      let finished = try #require(
+        runOnThreads(threads, timeout: 60) { thread in
+          // Each thread owns two keys: it replaces and removes them in turn.
+          for value in 1...writes {
+            let key = thread * 2 + value % 2
+            if value % 5 == 0 { store[key] = nil } else { store[key] = value }
+          }
+          return true
+        })
+      #expect(finished.count == threads)
+      store[-1] = 0
+      store[-1] = nil
+      var perKey: [Int: [Int]] = [:]
+      for await removal in removals {
+        if removal.key == -1 { break }
+        perKey[removal.key, default: []].append(removal.value)
+      }
+      for thread in 0..<threads {
+        for parity in 0..<2 {
+          let key = thread * 2 + parity
+          // Written with increasing values: removed in the order written, each once.
+          let expected = (1...writes).filter { $0 % 2 == parity && $0 % 5 != 0 }
+            .filter { value in
+              // A value leaves when the next write of the key comes.
+              let next = value + 2
+              return next <= writes
+            }
+          let values = perKey[key] ?? []
+          #expect(values == values.sorted(), "key \(key)")
+          #expect(Set(values).count == values.count, "key \(key)")
+          #expect(values == expected, "key \(key)")
+        }
+      }
+    }
+  }
+}
