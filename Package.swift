@@ -5,53 +5,53 @@ let package = Package(
   name: "MemoryStore",
   platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
   products: [
-    .library(name: "MemoryStore", targets: ["MemoryStore"])
+    .library(name: "MemoryStore", targets: ["MemoryStoreKit"])
   ],
   targets: [
-    .target(name: "MemoryStore"),
+    .target(name: "MemoryStoreKit"),
     .testTarget(
       name: "MemoryStoreTests",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       resources: [.copy("Fixtures")]
     ),
     .executableTarget(
       name: "StockTicker",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Examples/StockTicker"
     ),
     .executableTarget(
       name: "BasicUsage",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Examples/BasicUsage"
     ),
     .executableTarget(
       name: "ObservingChanges",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Examples/ObservingChanges"
     ),
     .executableTarget(
       name: "Persistence",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Examples/Persistence"
     ),
     .executableTarget(
       name: "Eviction",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Examples/Eviction"
     ),
     .executableTarget(
       name: "MemoryStoreBenchmark",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Benchmarks/MemoryStoreBenchmark"
     ),
     .executableTarget(
       name: "CrashHarness",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Scripts/CrashHarness"
     ),
     .executableTarget(
       name: "ReliabilityStress",
-      dependencies: ["MemoryStore"],
+      dependencies: ["MemoryStoreKit"],
       path: "Scripts/ReliabilityStress"
     ),
   ],

@@ -5,7 +5,7 @@
 // The read cost of a limited store is in the throughput section (memorystore-limited).
 
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 /// How much the eviction section measures.

@@ -5,7 +5,7 @@
 
 import Dispatch
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 #if canImport(Glibc)

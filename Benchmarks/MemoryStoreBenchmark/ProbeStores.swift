@@ -3,7 +3,7 @@
 
 import Dispatch
 import Foundation
-@_spi(Benchmark) import MemoryStore
+@_spi(Benchmark) import MemoryStoreKit
 
 /// The value of the memory and growth sections: 24 bytes, no references.
 struct Payload: Sendable, Equatable {

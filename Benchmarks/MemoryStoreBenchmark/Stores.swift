@@ -2,7 +2,7 @@
 
 import Dispatch
 import Foundation
-@_spi(Benchmark) import MemoryStore
+@_spi(Benchmark) import MemoryStoreKit
 import Synchronization
 
 /// The value stored under every key.

@@ -3,7 +3,7 @@
 //
 //     swift run -c release BasicUsage
 
-import MemoryStore
+import MemoryStoreKit
 
 struct Quote: Sendable, Equatable, CustomStringConvertible {
   var bid: Double

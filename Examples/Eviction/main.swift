@@ -3,7 +3,7 @@
 //
 //     swift run -c release Eviction
 
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 let clock = ManualScheduler()  // the time of every store below; advance(by:) moves it
@@ -32,7 +32,7 @@ let quoteBatches = watch(quotes)  // batches on: they report changes from now on
 clock.advance(by: .seconds(45))
 quotes["AAPL"] = 231.55  // AAPL is fresh; MSFT and NVDA were written 45 s ago
 print("  purge: evicted \(quotes.purgeEvictableItems().keys.sorted())")
-let stale = quotes.purgeEvictableItems(context: .manual(Duration.seconds(30)))
+let stale = quotes.purgeEvictableItems(trigger: .manual(Duration.seconds(30)))
 print("  purge with payload 30 s: evicted \(stale.keys.sorted())")
 await printRemovals(quotes)
 

@@ -5,7 +5,7 @@
 //     swift run -c release ObservingChanges
 
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 typealias Prices = MemoryStore<String, Double>

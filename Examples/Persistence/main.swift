@@ -4,7 +4,7 @@
 //     swift run -c release Persistence
 
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 struct Quote: Codable, Sendable, Equatable {
   var bid: Double

@@ -11,7 +11,7 @@
 
 import Dispatch
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 /// One quote: the best bid and ask, and the volume traded so far.

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 /// What one check of the snapshot file found.
 struct CheckReport {

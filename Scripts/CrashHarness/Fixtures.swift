@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 // The hostile snapshot fixtures of Tests/MemoryStoreTests/Fixtures/Hostile and the seed corpus
 // of the fuzz target (Scripts/Fuzz/corpus), generated from one description of the file format

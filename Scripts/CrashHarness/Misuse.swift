@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 // A caller's mistake that the store stops the program for, for Scripts/reliability: in this
 // release build, the message must still reach standard error, not just "precondition failure".

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 // One save or one load, for Scripts/reliability: the fault-injection cases run `save-once`
 // under a full, read-only or unwritable file system, as another user, or under strace with a

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 // Saves of one snapshot from several processes at once, for Scripts/reliability: each
 // process runs `save-loop` on the same file. A save must never break another's (a new

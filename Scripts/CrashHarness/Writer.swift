@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 /// The process that the kill test kills: saves a growing snapshot in a loop, forever.
 ///

@@ -2,7 +2,7 @@
 // so that it reaches the internal entry points (Scripts/reliability fuzz builds and runs it):
 //
 //     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name MemoryStoreFuzz \
-//       $(find Sources/MemoryStore -name '*.swift') Scripts/Fuzz/FuzzSnapshot.swift -o fuzz
+//       $(find Sources/MemoryStoreKit -name '*.swift') Scripts/Fuzz/FuzzSnapshot.swift -o fuzz
 //     MEMORYSTORE_FUZZ=file   ./fuzz corpus-work Scripts/Fuzz/corpus/file
 //     MEMORYSTORE_FUZZ=binary ./fuzz corpus-work Scripts/Fuzz/corpus/binary
 //

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 /// One kind of operation of the mix: a name for the report, a weight (its share of the

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 /// A stored value. `text` is derived from the other fields, so a torn or mixed-up value shows.

@@ -16,7 +16,7 @@
 // Exits 0 if everything holds, 1 otherwise, 64 on a usage error.
 
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 let usage = """
   usage: ReliabilityStress [--threads N] [--seconds S] [--interval-ms M] [--json] [--seed X]

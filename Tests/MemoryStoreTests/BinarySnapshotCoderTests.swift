@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Testing
 
 @Suite("Binary snapshot coder") struct BinarySnapshotCoderTests {

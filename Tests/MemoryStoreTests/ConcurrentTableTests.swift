@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@testable import MemoryStore
+@testable import MemoryStoreKit
 
 /// The engine's table on its own: its results against a `Dictionary` model, versions and
 /// atomic publication, reclamation, growth, and readers racing a writer.

@@ -1,4 +1,4 @@
-import MemoryStore
+import MemoryStoreKit
 import Testing
 
 extension StoreContractTests {

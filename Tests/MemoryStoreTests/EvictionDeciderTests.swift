@@ -1,4 +1,4 @@
-@_spi(Testing) import MemoryStore
+@_spi(Testing) import MemoryStoreKit
 import Synchronization
 import Testing
 
@@ -72,7 +72,7 @@ extension StoreContractTests {
         return false
       }
       store["a"] = 1
-      store.purgeEvictableItems(context: .manual(Payload(reason: "low disk")))
+      store.purgeEvictableItems(trigger: .manual(Payload(reason: "low disk")))
       let context = try #require(calls.all.first?.context)
       #expect(context.userInfo as? Payload == Payload(reason: "low disk"))
       guard case .manual = context.trigger else {

@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(Testing) @testable import MemoryStore
+@_spi(Testing) @testable import MemoryStoreKit
 
 /// The eviction policy's rules on small traces with known answers: a new key written into a
 /// full store gets a short trial, a key evicted and written again is kept a whole turn, and

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Testing
 
 /// The value type of the hostile fixtures: `{ label, children }`, as

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Testing
 
 /// Marks the main queue, so that code can tell it runs there.

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Testing) import MemoryStore
+@_spi(Testing) import MemoryStoreKit
 import Testing
 
 #if canImport(Glibc)

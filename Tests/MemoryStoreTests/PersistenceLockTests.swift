@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 import Testing
 

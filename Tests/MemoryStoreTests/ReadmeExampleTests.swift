@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Testing
 
 /// The README's usage example, kept compiling and checked.

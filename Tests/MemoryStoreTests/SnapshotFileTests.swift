@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import MemoryStore
+@testable import MemoryStoreKit
 
 extension StoreContractTests {
   /// The snapshot file's header, checked through the internal format on purpose: a file from

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-@_spi(Testing) import MemoryStore
+@_spi(Testing) import MemoryStoreKit
 import Synchronization
 import Testing
 

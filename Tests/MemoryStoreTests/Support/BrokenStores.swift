@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 import Synchronization
 
 // Deliberately broken stores. Each is free of data races (every access to shared state holds

@@ -1,5 +1,5 @@
 import Foundation
-import MemoryStore
+import MemoryStoreKit
 
 /// A fresh directory under the system's temporary directory, removed when released.
 final class TemporaryDirectory: Sendable {

@@ -6,7 +6,7 @@ extension MemoryStore {
   /// Decides whether an entry should be evicted: `true` evicts it.
   ///
   /// The decider runs on the thread that purges — the caller of
-  /// ``purgeEvictableItems(context:)`` or ``handleMemoryPressure(_:)``, or a background queue
+  /// ``purgeEvictableItems(trigger:)`` or ``handleMemoryPressure(_:)``, or a background queue
   /// of the store's scheduler for the periodic purge — outside every lock of the store. It may
   /// read and write the store. It never runs concurrently with itself for one store.
   public typealias EvictionDecider = @Sendable (Key, Value, EvictionContext) -> Bool
@@ -20,7 +20,7 @@ extension MemoryStore {
   /// quotes.evictionInterval = .seconds(30)       // purge every 30 s (default 600 s)
   /// ```
   ///
-  /// The decider runs for every entry when ``purgeEvictableItems(context:)`` is called, every
+  /// The decider runs for every entry when ``purgeEvictableItems(trigger:)`` is called, every
   /// ``evictionInterval`` (600 seconds unless changed), and on
   /// ``handleMemoryPressure(_:)``. See ``EvictionDecider`` for where it runs.
   ///
@@ -80,7 +80,7 @@ extension MemoryStore {
   /// Asks the eviction decider about every entry and removes those it returns `true` for.
   ///
   /// ```swift
-  /// let evicted = store.purgeEvictableItems(context: .manual("low disk"))
+  /// let evicted = store.purgeEvictableItems(trigger: .manual("low disk"))
   /// ```
   ///
   /// The purge judges the entries present when it starts, in chunks: it reads a few hundred
@@ -101,7 +101,15 @@ extension MemoryStore {
   /// - Returns: The entries removed. When it returns, every read sees them gone.
   /// - Complexity: O(*n*) decider calls for *n* entries.
   @discardableResult
-  public func purgeEvictableItems(context trigger: EvictionTrigger = .manual(nil)) -> [Key: Value] {
+  public func purgeEvictableItems(trigger: EvictionTrigger = .manual(nil)) -> [Key: Value] {
+    _purge(trigger)
+  }
+
+  /// Asks the eviction decider about every entry; the former name of
+  /// ``purgeEvictableItems(trigger:)``, whose argument is a trigger, not a context.
+  @available(*, deprecated, renamed: "purgeEvictableItems(trigger:)")
+  @discardableResult
+  public func purgeEvictableItems(context trigger: EvictionTrigger) -> [Key: Value] {
     _purge(trigger)
   }
 
@@ -974,7 +982,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
 extension MemoryStore {
   /// Runs the decider over the entries present now, in chunks; see
-  /// ``purgeEvictableItems(context:)``.
+  /// ``purgeEvictableItems(trigger:)``.
   func _purge(_ trigger: EvictionTrigger) -> [Key: Value] {
     guard let decider = evictionDecider, _purgeGate.enter() else { return [:] }
     defer { _purgeGate.leave() }

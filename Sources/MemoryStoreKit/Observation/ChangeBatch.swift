@@ -164,7 +164,7 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
   /// The key's time to live ran out (see ``MemoryStore/defaultTimeToLive``).
   public static let expired = ChangeReason(rawValue: 2)
 
-  /// The eviction decider chose the key, in ``MemoryStore/purgeEvictableItems(context:)`` or a
+  /// The eviction decider chose the key, in ``MemoryStore/purgeEvictableItems(trigger:)`` or a
   /// periodic or memory-pressure purge.
   public static let evictedByDecider = ChangeReason(rawValue: 3)
 

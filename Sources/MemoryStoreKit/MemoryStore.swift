@@ -60,7 +60,7 @@ import Synchronization
 /// ## Eviction, limits and expiry
 ///
 /// A store can remove entries on its own: an eviction decider run by
-/// ``purgeEvictableItems(context:)``, every ``evictionInterval`` and on
+/// ``purgeEvictableItems(trigger:)``, every ``evictionInterval`` and on
 /// ``handleMemoryPressure(_:)``; a ``countLimit`` and a ``costLimit`` enforced by every write,
 /// least recently used first in approximation (CLOCK); and a time to live per entry
 /// (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change

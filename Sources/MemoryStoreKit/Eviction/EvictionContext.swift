@@ -42,7 +42,7 @@ public enum MemoryPressureLevel: Hashable, Sendable, CustomStringConvertible {
 
 /// What started a run of the eviction decider.
 public enum EvictionTrigger: Sendable, CustomStringConvertible {
-  /// A call to ``MemoryStore/purgeEvictableItems(context:)``, with the caller's payload,
+  /// A call to ``MemoryStore/purgeEvictableItems(trigger:)``, with the caller's payload,
   /// passed to the decider unchanged.
   case manual((any Sendable)?)
   /// The periodic purge (``MemoryStore/evictionInterval``).
