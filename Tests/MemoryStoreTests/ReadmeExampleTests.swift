@@ -15,6 +15,10 @@ import Testing
     quotes["AAPL"] = Quote(bid: 231.40, ask: 231.45)
     let aapl = quotes["AAPL"]
 
+    quotes.update(forKey: "AAPL") { quote in
+      quote?.bid += 0.05
+    }
+
     quotes.notificationInterval = .milliseconds(250)
     let printed = Locked<[String]>([])
     let subscription = quotes.observe { batch in
@@ -31,6 +35,7 @@ import Testing
 
     // What the comments say.
     #expect(aapl == Quote(bid: 231.40, ask: 231.45))
+    #expect(quotes["AAPL"] == Quote(bid: 231.40 + 0.05, ask: 231.45))
     quotes["MSFT"] = Quote(bid: 415.2, ask: 415.3)
     quotes["AAPL"] = nil
     #expect(quotes["AAPL"] == nil)
