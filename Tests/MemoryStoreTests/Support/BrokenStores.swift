@@ -323,6 +323,7 @@ final class TornUpdateStore: UpdatingStoreUnderTest {
   func addEntries(_ entries: [Int: Int]) { store.addEntries(entries) }
   func readMany(_ keys: [Int]) -> [Int: Int] { store.values(forKeys: keys) }
   func contains(_ key: Int) -> Bool { store.contains(key) }
+  func touch(_ key: Int) -> Bool { store.touch(key, timeToLive: .seconds(3_600)) }
 
   func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?) {
     let old = store[key]

@@ -15,7 +15,8 @@ struct RegisterWorkload: Sendable {
   /// in a read section of the store (see `StoreUnderTest.withParkedReader`); `nil` for none.
   var parkingThread: Int? = nil
   /// Whether some exchanges and reads become read-modify-writes (`update(forKey:)`, whose
-  /// new value depends on what it read) and membership tests, on stores that have them.
+  /// new value depends on what it read), membership tests and touches (which renew an entry
+  /// and report whether it was present), on stores that have them.
   var readModifyWrites = false
 
   /// Runs the workload on `store` and returns the history, or `nil` if the threads did not
@@ -92,6 +93,13 @@ struct RegisterWorkload: Sendable {
       let ret = monotonicNanoseconds()
       record(key, .present(observed), call, ret)
     }
+    func touch(_ key: Int, on store: some UpdatingStoreUnderTest) {
+      let call = monotonicNanoseconds()
+      let observed = store.touch(key)
+      let ret = monotonicNanoseconds()
+      // A touch changes no value: it is a membership test that writes.
+      record(key, .present(observed), call, ret)
+    }
     let updating = readModifyWrites ? store as? any UpdatingStoreUnderTest : nil
 
     func step() -> Int {
@@ -99,9 +107,13 @@ struct RegisterWorkload: Sendable {
       let choice = random.below(100)
       if let updating, random.below(2) == 0 {
         switch choice {
-        case 0..<22:
+        case 0..<11:
           contains(key, on: updating)
           return 1
+        case 11..<22:
+          touch(key, on: updating)
+          read(key)
+          return 2
         case 55..<70:
           update(key, on: updating)
           read(key)

@@ -29,6 +29,8 @@ protocol UpdatingStoreUnderTest: StoreUnderTest {
   func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?)
   /// Whether `key` is present.
   func contains(_ key: Int) -> Bool
+  /// Renews `key`'s entry without changing its value; returns whether it was present.
+  func touch(_ key: Int) -> Bool
 }
 
 /// A store with the batch operations and whole-store reads.
@@ -60,6 +62,8 @@ extension MemoryStore: StoreUnderTest, BatchStoreUnderTest where Key == Int, Val
 }
 
 extension MemoryStore: UpdatingStoreUnderTest where Key == Int, Value == Int {
+  func touch(_ key: Int) -> Bool { touch(key, timeToLive: .seconds(3_600)) }
+
   func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?) {
     update(forKey: key) { value in
       let old = value
