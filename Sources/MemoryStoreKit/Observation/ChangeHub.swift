@@ -129,57 +129,46 @@ func _deliverMerging<State, Key, Value, Effect>(
   }
 }
 
-/// One `changes` iteration's mailbox: at most one batch waits in it; a batch delivered while
-/// another waits is merged into it, so a slow consumer costs memory bounded by the number of
-/// distinct keys changed, not by the number of batches.
-final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-  private typealias Waiter = CheckedContinuation<ChangeBatch<Key, Value>?, Never>
+/// A subscriber's mailbox: at most one item waits for the consumer, who waits for it.
+///
+/// What a delivery does with the item already waiting (merge, replace) is its owner's
+/// business, done through ``state``; this class has the consumer's side.
+final class _Mailbox<Item: Sendable>: Sendable {
+  typealias Waiter = CheckedContinuation<Item?, Never>
 
-  private struct State {
-    var pending: ChangeBatch<Key, Value>?
+  struct State {
+    var pending: Item?
     var waiter: Waiter?
-    /// No more batches will come: the store is gone, or the iteration was cancelled.
+    /// No more items will come: the store is gone, or the iteration was cancelled.
     var isFinished = false
+    /// Whether a published item was placed (then an initial item is not needed).
+    var hasDelivered = false
   }
 
-  private let state = _Protected(State())
+  let state = _Protected(State())
 
-  /// Hands `batch` over (publication lock held; deliveries are serialised).
+  /// Places `item` for the consumer (it replaces one waiting), or hands it to a waiting
+  /// consumer; with `isInitial`, only if nothing was delivered before.
   ///
-  /// - Returns: A batch that the delivery displaced, for the caller to release later.
-  func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
-    let delivery = _deliverMerging(batch, to: state) {
-      state, batch -> _Placement<Key, Value, Waiter?> in
-      if state.isFinished { return .placed(nil) }
+  /// - Returns: The item it replaced, for the caller to release after every lock.
+  func place(_ item: Item, isInitial: Bool = false) -> Item? {
+    let (waiter, replaced) = state.withLock { state -> (Waiter?, Item?) in
+      if state.isFinished || (isInitial && state.hasDelivered) { return (nil, nil) }
+      if !isInitial { state.hasDelivered = true }
       if let waiter = state.waiter {
         state.waiter = nil
-        return .placed(waiter)
+        return (waiter, nil)
       }
-      if let waiting = state.pending {
-        state.pending = nil
-        return .occupied(by: waiting)
-      }
-      state.pending = batch
-      return .placed(nil)
+      defer { state.pending = item }
+      return (nil, state.pending)
     }
-    delivery.effect?.resume(returning: delivery.placed)
-    return delivery.displaced
+    waiter?.resume(returning: item)
+    return replaced
   }
 
-  /// Places `snapshot` before whatever was delivered so far (the subscriber's first batch).
-  func preload(_ snapshot: ChangeBatch<Key, Value>) {
-    let displaced = state.withLock { state -> ChangeBatch<Key, Value>? in
-      guard !state.isFinished else { return nil }
-      let delivered = state.pending
-      state.pending = delivered.map { snapshot.merged(with: $0) } ?? snapshot
-      return delivered
-    }
-    withExtendedLifetime(displaced) {}
-  }
-
-  /// Takes the waiting batch: `.some(batch)`, `.some(nil)` once finished, or `nil` if the
+  /// Takes the waiting item: `.some(item)`, `.some(nil)` once finished, or `nil` if the
   /// caller must wait, in which case `waiter`, if given, is registered to be resumed.
-  private func take(orRegister waiter: Waiter?) -> ChangeBatch<Key, Value>?? {
+  private func take(orRegister waiter: Waiter?) -> Item?? {
     state.withLock { state in
       if let pending = state.pending {
         state.pending = nil
@@ -191,11 +180,11 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
   }
 
-  /// The next batch; `nil` once the store is gone and every delivered batch was taken, or
-  /// once the calling task is cancelled.
+  /// The next item; `nil` once finished and every item was taken, or once the calling task is
+  /// cancelled.
   func next(
     isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
-  ) async -> ChangeBatch<Key, Value>? {
+  ) async -> Item? {
     if let ready = take(orRegister: nil) { return ready }
     return await withTaskCancellationHandler {
       await withCheckedContinuation(isolation: actor) { (continuation: Waiter) in
@@ -229,6 +218,60 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
     waiter?.resume(returning: nil)
   }
+}
+
+/// One `changes` iteration's mailbox: at most one batch waits in it; a batch delivered while
+/// another waits is merged into it, so a slow consumer costs memory bounded by the number of
+/// distinct keys changed, not by the number of batches.
+final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  let mailbox = _Mailbox<ChangeBatch<Key, Value>>()
+
+  /// Hands `batch` over (publication lock held; deliveries are serialised).
+  ///
+  /// - Returns: A batch that the delivery displaced, for the caller to release later.
+  func deliver(_ batch: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
+    let delivery = _deliverMerging(batch, to: mailbox.state) {
+      state, batch -> _Placement<Key, Value, _Mailbox<ChangeBatch<Key, Value>>.Waiter?> in
+      if state.isFinished { return .placed(nil) }
+      if let waiter = state.waiter {
+        state.waiter = nil
+        return .placed(waiter)
+      }
+      if let waiting = state.pending {
+        state.pending = nil
+        return .occupied(by: waiting)
+      }
+      state.pending = batch
+      return .placed(nil)
+    }
+    delivery.effect?.resume(returning: delivery.placed)
+    return delivery.displaced
+  }
+
+  /// Places `snapshot` before whatever was delivered so far (the subscriber's first batch).
+  func preload(_ snapshot: ChangeBatch<Key, Value>) {
+    let displaced = mailbox.state.withLock { state -> ChangeBatch<Key, Value>? in
+      guard !state.isFinished else { return nil }
+      let delivered = state.pending
+      state.pending = delivered.map { snapshot.merged(with: $0) } ?? snapshot
+      return delivered
+    }
+    withExtendedLifetime(displaced) {}
+  }
+
+  /// The next batch; `nil` once the store is gone and every delivered batch was taken, or
+  /// once the calling task is cancelled.
+  func next(
+    isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
+  ) async -> ChangeBatch<Key, Value>? {
+    await mailbox.next(isolation: actor, onCancel: onCancel)
+  }
+
+  /// Stops the iteration now; what waits is dropped.
+  func cancel() { mailbox.cancel() }
+
+  /// Ends the iteration after what waits has been taken.
+  func finish() { mailbox.finish() }
 }
 
 /// One `observe` handler's delivery state: batches run through `handler` one at a time, in
@@ -298,20 +341,9 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
 /// One `updates(forKey:)` iteration's mailbox: the key's latest value not yet taken, if any.
 final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-  private typealias Waiter = CheckedContinuation<Value??, Never>
-
-  private struct State {
-    /// `.some(value)`: a value (`nil`: absent) waits to be taken.
-    var pending: Value??
-    var waiter: Waiter?
-    /// No more values will come: the store is gone, or the iteration was cancelled.
-    var isFinished = false
-    /// Whether a published value was placed (the first value then is not needed).
-    var hasDelivered = false
-  }
-
   let key: Key
-  private let state = _Protected(State())
+  /// Its items are the key's values (`nil`: absent).
+  let mailbox = _Mailbox<Value?>()
 
   init(key: Key) {
     self.key = key
@@ -321,35 +353,14 @@ final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   ///
   /// - Returns: The value it replaced, for the caller to release later.
   func deliver(_ batch: ChangeBatch<Key, Value>) -> Value?? {
-    let value: Value?
-    if let updated = batch.updated[key] {
-      value = updated
-    } else if batch.removed.contains(key) {
-      value = nil
-    } else {
-      return nil
-    }
-    return place(value, isFirst: false)
+    if let updated = batch.updated[key] { return mailbox.place(updated) }
+    if batch.removed.contains(key) { return mailbox.place(nil) }
+    return nil
   }
 
   /// Places the key's value at subscription, unless a published one came first.
   func preload(_ value: Value?) {
-    withExtendedLifetime(place(value, isFirst: true)) {}
-  }
-
-  private func place(_ value: Value?, isFirst: Bool) -> Value?? {
-    let (waiter, replaced) = state.withLock { state -> (Waiter?, Value??) in
-      if state.isFinished || (isFirst && state.hasDelivered) { return (nil, nil) }
-      if !isFirst { state.hasDelivered = true }
-      if let waiter = state.waiter {
-        state.waiter = nil
-        return (waiter, nil)
-      }
-      defer { state.pending = .some(value) }
-      return (nil, state.pending)
-    }
-    waiter?.resume(returning: .some(value))
-    return replaced
+    withExtendedLifetime(mailbox.place(value, isInitial: true)) {}
   }
 
   /// The next value; `nil` once the store is gone and the last value was taken, or once the
@@ -357,51 +368,12 @@ final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   func next(
     isolation actor: isolated (any Actor)?, onCancel: @escaping @Sendable () -> Void
   ) async -> Value?? {
-    if let ready = take(orRegister: nil) { return ready }
-    return await withTaskCancellationHandler {
-      await withCheckedContinuation(isolation: actor) { (continuation: Waiter) in
-        if let ready = take(orRegister: continuation) { continuation.resume(returning: ready) }
-      }
-    } onCancel: {
-      onCancel()
-    }
-  }
-
-  /// `.some(next)` if the caller need not wait (`next` is `nil` once finished); otherwise
-  /// registers `waiter`, if given, and returns `nil`.
-  private func take(orRegister waiter: Waiter?) -> Value??? {
-    state.withLock { state in
-      if let pending = state.pending {
-        state.pending = nil
-        return .some(.some(pending))
-      }
-      if state.isFinished { return .some(nil) }
-      state.waiter = waiter
-      return nil
-    }
+    await mailbox.next(isolation: actor, onCancel: onCancel)
   }
 
   /// Stops the iteration now; a waiting value is dropped.
-  func cancel() {
-    let (waiter, dropped) = state.withLock { state in
-      state.isFinished = true
-      defer {
-        state.waiter = nil
-        state.pending = nil
-      }
-      return (state.waiter, state.pending)
-    }
-    waiter?.resume(returning: nil)
-    withExtendedLifetime(dropped) {}
-  }
+  func cancel() { mailbox.cancel() }
 
   /// Ends the iteration after a waiting value has been taken.
-  func finish() {
-    let waiter = state.withLock { state in
-      state.isFinished = true
-      defer { state.waiter = nil }
-      return state.waiter
-    }
-    waiter?.resume(returning: nil)
-  }
+  func finish() { mailbox.finish() }
 }
