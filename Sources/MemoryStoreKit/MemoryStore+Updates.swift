@@ -172,25 +172,26 @@ extension MemoryStore {
     try merge(other.lazy.map { ($0.key, $0.value) }, uniquingKeysWith: combine)
   }
 
-  /// Removes every entry that `shouldBeRemoved` selects, in one atomic, ordered write: no read
-  /// sees some of them removed and others not.
+  /// Removes every entry that `shouldBeRemoved` selects, in one ordered write: no read sees
+  /// some of them removed and others not, and no entry is removed unless it still holds the
+  /// value judged.
   ///
   /// ```swift
   /// sessions.removeAll { _, session in session.isLoggedOut }
   /// ```
   ///
-  /// The predicate runs outside every lock, on a snapshot of the store, and an entry is removed
-  /// only if it still holds the value judged. Entries written while it runs are judged in turn,
-  /// and the removal commits at a point of the write order where every entry has been judged;
-  /// if writes keep coming too fast for that (after a few rounds), it commits what it judged,
-  /// and entries written during its last round stay, as if written just after it. The
-  /// predicate may read and write the store, and should not have side effects: an entry
-  /// rewritten while it runs is judged again.
+  /// The predicate runs outside every lock, on a snapshot of the store, so writers never wait
+  /// for it. If no write lands while it runs, the call is atomic: every entry is judged, and
+  /// the selected ones are removed at one point of the write order. Entries written while it
+  /// runs are judged in further rounds (up to three in all); if writes still land during the
+  /// last round, the entries they wrote are neither judged nor removed (the others are removed
+  /// as above). The predicate may read and write the store, and should not have side effects:
+  /// an entry rewritten while it runs is judged again.
   ///
   /// - Parameter shouldBeRemoved: Whether to remove an entry.
   /// - Throws: What `shouldBeRemoved` throws; then nothing is removed.
-  /// - Complexity: O(*n*) for *n* entries, plus the predicate's calls; writers never wait for
-  ///   the predicate.
+  /// - Complexity: O(*n*) for *n* entries per round, plus the predicate's calls; writers never
+  ///   wait for the predicate.
   public func removeAll<E: Error>(
     where shouldBeRemoved: ((key: Key, value: Value)) throws(E) -> Bool
   ) throws(E) {
@@ -198,7 +199,8 @@ extension MemoryStore {
     // Every key judged, with the version of the entry judged and the verdict.
     var judged: [Key: (version: UInt64, removes: Bool)] = [:]
     let rounds = 3
-    for round in 1...rounds {
+    var round = 1
+    while true {
       let (entries, version) = _withReadAccess { view -> ([Entry], UInt64) in
         var entries: [Entry] = []
         view.table._forEachNode(at: view.version) { node in
@@ -217,30 +219,54 @@ extension MemoryStore {
       }
       // Commit if nothing was published since the snapshot (every entry is judged), or, in
       // the last round, whatever is still as judged.
-      let committed = _performUnlessChanged(
-        .removeUnchanged(targets), ifStillAt: round < rounds ? version : nil)
-      if committed { return }
+      switch _performUnlessChanged(
+        .removeUnchanged(targets), since: version, requiringNoWrite: round < rounds)
+      {
+      case .applied: return
+      case .written: round += 1
+      case .copied: break  // Every entry got a new node, once: judge them again.
+      }
     }
+  }
+
+  /// What ``_performUnlessChanged(_:since:requiringNoWrite:)`` did.
+  enum _ConditionalOutcome {
+    /// The write was applied.
+    case applied
+    /// It was not: what it read has changed since.
+    case written
+    /// It was not: every entry was copied with metadata since it read them.
+    case copied
   }
 
   /// Applies a write made of reads taken outside the lock (``_WriteOperation/replace(_:)``,
   /// ``_WriteOperation/removeUnchanged(_:)``), if what it read is unchanged; returns whether
   /// it was applied.
-  ///
-  /// - Parameter version: With a version, the write is applied only if no write was
-  ///   published since it.
+  func _performUnlessChanged(_ operation: _WriteOperation<Key, Value>) -> Bool {
+    _performUnlessChanged(operation, since: nil, requiringNoWrite: false) == .applied
+  }
+
+  /// Applies a write made of reads taken at `version` outside the lock, unless every entry
+  /// has been copied with metadata since, or, with `requiringNoWrite`, any write was published
+  /// since.
   func _performUnlessChanged(
-    _ operation: _WriteOperation<Key, Value>, ifStillAt version: UInt64? = nil
-  ) -> Bool {
+    _ operation: _WriteOperation<Key, Value>, since version: UInt64?, requiringNoWrite: Bool
+  ) -> _ConditionalOutcome {
     let now = _lockForWrite(timeToLive: nil)
-    if let version, _table._writer.pointer.pointee.version != version {
-      _writeLock.unlock()
-      return false
+    if let version {
+      let writer = _table._writer.pointer
+      let outcome: _ConditionalOutcome? =
+        writer.pointee.metadataCopiesVersion > version
+        ? .copied : requiringNoWrite && writer.pointee.version != version ? .written : nil
+      if let outcome {
+        _writeLock.unlock()
+        return outcome
+      }
     }
     let outcome = _policyWriteLocked(now: now, operation: operation)
     _writeLock.unlock()
     let applied = !outcome.conflicted
     _finishPolicyWrite(outcome, now: now)
-    return applied
+    return applied ? .applied : .written
   }
 }

@@ -94,6 +94,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _creationLock: _Lock
   /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
   @usableFromInline let _creations: _UnsafeBox<[Key: _Creation<Value>]>
+  /// Values being loaded by `value(forKey:orLoad:)`, by key.
+  let _loads: _Protected<[Key: _Load<Value>]>
   /// The changes since the previous batch, as logged by writers; guarded by `_writeLock`.
   @usableFromInline let _tracker: _UnsafeBox<_ChangeTracker<Key, Value>>
   /// The same changes, coalesced per key; lock order: `_accumulator`, then `_writeLock`.
@@ -178,6 +180,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _writeLock = _Lock()
     _creationLock = _Lock()
     _creations = _UnsafeBox([:])
+    _loads = _Protected([:])
   }
 
   deinit {
@@ -507,7 +510,11 @@ extension MemoryStore {
   /// - Complexity: O(*r*) for the *r* values replaced or removed since they were last freed.
   public func flush() async {
     _settle()
-    if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil { _RemovalQueue.queue.sync {} }
+    // Delivered on the removals queue, in order after the deliveries already queued: including
+    // removals whose writer has not queued their delivery yet.
+    if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {
+      _RemovalQueue.queue.sync { _deliverRemovals() }
+    }
   }
 
   /// The queue that frees large garbage (see ``_release(_:)``).

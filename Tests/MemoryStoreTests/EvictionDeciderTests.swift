@@ -138,6 +138,31 @@ extension StoreContractTests {
       #expect(store.allItems == ["again": 3])
     }
 
+    /// Reads the store's decider when it is released.
+    final class ReadsTheDeciderOnRelease: Sendable {
+      weak let store: MemoryStore<String, Int>?
+      init(_ store: MemoryStore<String, Int>) { self.store = store }
+      deinit { _ = store?.evictionDecider }
+    }
+
+    @Test func aReplacedDeciderIsReleasedOutsideEveryLock() throws {
+      let store = MemoryStore<String, Int>()
+      do {
+        let capture = ReadsTheDeciderOnRelease(store)
+        store.evictionDecider = { _, _, _ in
+          withExtendedLifetime(capture) {}
+          return false
+        }
+      }
+      // Releasing the old decider runs the capture's deinit, which uses the store.
+      let finished = try #require(
+        runOnThreads(1, timeout: 30) { _ in
+          store.evictionDecider = nil
+          return true
+        })
+      #expect(finished == [true])
+    }
+
     @Test func aDeciderMayReplaceItselfWhileItRuns() {
       let store = MemoryStore<String, Int>(scheduler: ManualScheduler())
       store.addEntries(["a": 1, "b": 2])

@@ -260,6 +260,24 @@ extension StoreContractTests {
       #expect(values["new"] == [1])
     }
 
+    @Test func entriesCopiedWithMetadataMidWayAreJudgedAgainNotSkipped() {
+      // The first limit copies every entry into a node with metadata, a new version with the
+      // same value: an entry so copied is not "changed", and must still be removed.
+      let store = MemoryStore<String, Int>()
+      for index in 0..<10 { store["m\(index)"] = 1 }
+      var calls = 0
+      store.removeAll { entry in
+        calls += 1
+        switch calls {
+        case 1, 11: store["w\(calls)"] = 0  // a write in rounds 1 and 2: on to round 3
+        case 12: store.countLimit = 1_000  // in the last round: every entry is copied
+        default: break
+        }
+        return entry.value == 1
+      }
+      #expect(store.allItems == ["w1": 0, "w11": 0])
+    }
+
     @Test func noReadSeesARemoveAllWhereHalfDone() throws {
       let store = MemoryStore<Int, Int>()
       let rounds = 200

@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 @_spi(Testing) import MemoryStoreKit
 import Synchronization
 import Testing
@@ -91,6 +93,81 @@ extension StoreContractTests {
         if seen.count == 3 { break }
       }
       #expect(seen == [6, 7, 8])
+    }
+
+    /// A scheduler whose next `schedule` call blocks until released: it holds a writer in the
+    /// user code it calls after unlocking.
+    final class BlockingScheduler: StoreScheduler, @unchecked Sendable {
+      // Safe: `blocksNext` and `actions` are only accessed under `lock`; the semaphores are
+      // thread-safe.
+      private let lock = NSLock()
+      private var blocksNext = false
+      private var actions: [@Sendable () -> Void] = []
+      let entered = DispatchSemaphore(value: 0)
+      let proceed = DispatchSemaphore(value: 0)
+      var now: ContinuousClock.Instant { .now }
+
+      func blockNextCall() { lock.withLock { blocksNext = true } }
+
+      /// Runs the actions scheduled so far.
+      func runAll() {
+        let due = lock.withLock {
+          defer { actions = [] }
+          return actions
+        }
+        for action in due { action() }
+      }
+
+      func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
+        let blocks = lock.withLock {
+          actions.append(action)
+          defer { blocksNext = false }
+          return blocksNext
+        }
+        if blocks {
+          entered.signal()
+          proceed.wait()
+        }
+      }
+    }
+
+    @Test func flushDeliversRemovalsWhoseWriterHasNotQueuedTheirDeliveryYet() async throws {
+      let scheduler = BlockingScheduler()
+      let store = MemoryStore<String, Int>(scheduler: scheduler)
+      store.notificationInterval = .seconds(1)
+      store["a"] = 0
+      scheduler.runAll()  // the batch is published: the next change schedules another
+      let removals = store.removals()
+      // A writer logs its removal, then blocks in the scheduler (its batch's publication)
+      // before it queues the delivery.
+      scheduler.blockNextCall()
+      let blocked = startThread { store["a"] = 1 }
+      scheduler.entered.wait()
+      store["b"] = 1
+      store["b"] = 2  // logged behind the blocked writer's removal
+      await store.flush()
+      // Both were handed over by flush(), while the first writer is still blocked: they are
+      // in the stream's buffer (a generous limit only guards against a hang).
+      let seen = await withTaskGroup(of: [String]?.self) { group in
+        group.addTask {
+          var seen: [String] = []
+          for await removal in removals {
+            seen.append("\(removal.key)=\(removal.value) \(removal.cause)")
+            if seen.count == 2 { break }
+          }
+          return seen
+        }
+        group.addTask {
+          try? await Task.sleep(for: .seconds(30))
+          return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first ?? nil
+      }
+      scheduler.proceed.signal()
+      #expect(blocked.wait(timeout: 30))
+      #expect(seen == ["a=0 replaced", "b=1 replaced"])
     }
 
     @Test func theConsumerMayWriteTheStoreAndTheSequenceEndsWithIt() async {

@@ -68,7 +68,13 @@ extension MemoryStore {
         _timesEntries.store(true, ordering: .relaxed)
         return (_activatePolicyLocked(now: now), true)
       }
-      _evictionDecider.withLock { $0 = newValue }
+      // The decider replaced is released after unlocking: it may hold the last reference to
+      // something whose deinit uses the store.
+      let replaced = _evictionDecider.withLock { decider in
+        defer { decider = newValue }
+        return decider
+      }
+      withExtendedLifetime(replaced) {}
       _release(activation)
       guard isFirst else { return }
       _readTick.store(Self._tick(now), ordering: .relaxed)

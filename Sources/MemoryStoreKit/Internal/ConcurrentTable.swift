@@ -196,6 +196,9 @@ struct _TableWriter {
 
   /// Whether new nodes with a value carry metadata. Set once, never cleared.
   @usableFromInline var carriesMetadata = false
+  /// The version of the write that copied every entry with metadata when it was set (0: no
+  /// entry was copied): entries it copied got new nodes, without any change of value.
+  @usableFromInline var metadataCopiesVersion: UInt64 = 0
   /// The current node of every entry, by its `slot` (0: a free position): the order the
   /// policy's CLOCK hand walks, and how it and a purge reach entries without hashing.
   @usableFromInline var ring: ContiguousArray<Int> = []
@@ -1030,6 +1033,7 @@ extension _ConcurrentTable {
     guard !writer.pointee.carriesMetadata else { return }
     writer.pointee.carriesMetadata = true
     guard writer.pointee.count > 0 else { return }
+    writer.pointee.metadataCopiesVersion = _stagingVersion
     var entries: [(Key, Value)] = []
     entries.reserveCapacity(writer.pointee.count)
     _forEach(at: writer.pointee.version) { entries.append(($0, $1)) }

@@ -248,15 +248,17 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     return delivery.displaced
   }
 
-  /// Places `snapshot` before whatever was delivered so far (the subscriber's first batch).
-  func preload(_ snapshot: ChangeBatch<Key, Value>) {
-    let displaced = mailbox.state.withLock { state -> ChangeBatch<Key, Value>? in
-      guard !state.isFinished else { return nil }
+  /// Places `snapshot` before whatever was delivered so far (the subscriber's first batch);
+  /// call with the publication lock held, so that no delivery runs meanwhile.
+  ///
+  /// - Returns: What it displaced, for the caller to release after every lock.
+  func preload(_ snapshot: ChangeBatch<Key, Value>) -> ChangeBatch<Key, Value>? {
+    mailbox.state.withLock { state -> ChangeBatch<Key, Value>? in
+      guard !state.isFinished else { return snapshot }
       let delivered = state.pending
       state.pending = delivered.map { snapshot.merged(with: $0) } ?? snapshot
       return delivered
     }
-    withExtendedLifetime(displaced) {}
   }
 
   /// The next batch; `nil` once the store is gone and every delivered batch was taken, or

@@ -269,8 +269,13 @@ extension MemoryStore {
     ).unsafelyUnwrapped
     let entries = _ReadView(table: _table, version: section.version).dictionary
     _table.leaveReadSection(section.token)
-    // Batches delivered meanwhile changed what the snapshot holds, so they follow it.
-    sink.preload(ChangeBatch(snapshot: entries, sequenceNumber: last))
+    // Batches delivered meanwhile changed what the snapshot holds, so they follow it. Placed
+    // under `publication`, as deliveries are, so that none runs meanwhile; what it displaces
+    // is released after.
+    let displaced = _hub.publication.withLock { _ in
+      sink.preload(ChangeBatch(snapshot: entries, sequenceNumber: last))
+    }
+    withExtendedLifetime(displaced) {}
     return subscription
   }
 

@@ -1,0 +1,117 @@
+// MARK: - Asynchronous get-or-create
+
+extension MemoryStore {
+  /// Returns the value for `key`, loading and storing it with `load` if it is absent (or has
+  /// expired): the main use of a cache, with one load per key however many callers miss.
+  ///
+  /// ```swift
+  /// let avatar = try await avatars.value(forKey: userID) {
+  ///   try await api.fetchAvatar(for: userID)   // runs once for concurrent misses
+  /// }
+  /// ```
+  ///
+  /// - **One load at a time per key.** Callers that miss on a key while its load runs wait for
+  ///   that load and receive its result; the store keeps what it loaded. If a write stores the
+  ///   key while the load runs, the stored value wins and every caller receives it.
+  /// - **No lock is held while `load` runs**: it runs in a task of its own, and may read and
+  ///   write the store (but not wait for a load of the same key).
+  /// - **Cancellation is per caller.** A caller whose task is cancelled stops waiting and
+  ///   throws `CancellationError`; the load goes on for the others, and its value is stored
+  ///   even if nobody waits for it any more, for the next reader.
+  /// - **A thrown error stores nothing**: every caller waiting for that load throws it, and the
+  ///   next call loads again.
+  ///
+  /// The read is a hit or a miss in ``statistics`` like a subscript read. While a load runs,
+  /// it keeps the store alive.
+  ///
+  /// A trailing closure that does not `await` calls ``value(forKey:orInsert:)``, which creates
+  /// synchronously on the calling thread (this overload is disfavoured, so that code written
+  /// for that one keeps its meaning); name the argument, `value(forKey: key, orLoad: { … })`,
+  /// to load in a task of its own anyway.
+  ///
+  /// - Parameters:
+  ///   - key: The key to read or load.
+  ///   - load: Loads the value; runs only on a miss, in a task of its own.
+  /// - Returns: The value stored for `key`.
+  /// - Throws: What `load` throws, or `CancellationError` if the calling task is cancelled
+  ///   while it waits.
+  /// - Complexity: O(1) on a hit; a miss adds the load and one write.
+  @_disfavoredOverload
+  public func value(
+    forKey key: Key, orLoad load: @escaping @Sendable () async throws -> Value
+  ) async throws -> Value {
+    if let value = self[key] { return value }
+    let (flight, isNew) = _loads.withLock { loads -> (_Load<Value>, Bool) in
+      if let running = loads[key] { return (running, false) }
+      let flight = _Load<Value>()
+      loads[key] = flight
+      return (flight, true)
+    }
+    if isNew {
+      Task {
+        let result: Result<Value, any Error>
+        if let stored = self[key] {
+          // A load that ended between the miss above and this one's start stored it.
+          result = .success(stored)
+        } else {
+          do {
+            result = .success(_insertIfAbsent(try await load(), forKey: key))
+          } catch {
+            result = .failure(error)
+          }
+        }
+        _loads.withLock { loads in
+          if loads[key] === flight { loads.removeValue(forKey: key) }
+        }
+        flight.finish(result)
+      }
+    }
+    return try await flight.wait()
+  }
+}
+
+/// One load of `value(forKey:orLoad:)`: the callers waiting for it, then its result.
+final class _Load<Value: Sendable>: Sendable {
+  typealias Waiter = CheckedContinuation<Value, any Error>
+
+  struct State {
+    var result: Result<Value, any Error>?
+    var waiters: [Int: Waiter] = [:]
+    var nextID = 0
+  }
+
+  let state = _Protected(State())
+
+  /// Waits for the result; throws `CancellationError` at once if the calling task is
+  /// cancelled, without affecting the load.
+  func wait() async throws -> Value {
+    let id = state.withLock { state in
+      state.nextID += 1
+      return state.nextID
+    }
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: Waiter) in
+        let ready = state.withLock { state -> Result<Value, any Error>? in
+          if let result = state.result { return result }
+          if Task.isCancelled { return .failure(CancellationError()) }
+          state.waiters[id] = continuation
+          return nil
+        }
+        if let ready { continuation.resume(with: ready) }
+      }
+    } onCancel: {
+      let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+      waiter?.resume(throwing: CancellationError())
+    }
+  }
+
+  /// Records the result and hands it to every caller waiting.
+  func finish(_ result: Result<Value, any Error>) {
+    let waiters = state.withLock { state in
+      state.result = result
+      defer { state.waiters = [:] }
+      return Array(state.waiters.values)
+    }
+    for waiter in waiters { waiter.resume(with: result) }
+  }
+}
