@@ -1,5 +1,6 @@
 // BasicUsage: a MemoryStore used like a Dictionary: subscripts, updateValue and removeValue,
-// atomic batches, multi-key reads, get-or-create, snapshots and counts.
+// atomic batches, multi-key reads, read-modify-writes, get-or-create (and load), snapshots and
+// counts.
 //
 //     swift run -c release BasicUsage
 
@@ -54,7 +55,43 @@ let second = quotes.value(forKey: "TSLA") {
 }
 print("TSLA: \(first), then \(second); the closure ran \(creations) time(s)")
 
-// allItems: a consistent snapshot, taken in O(1); later writes do not change it.
+// Get-or-load: the asynchronous form; concurrent callers that miss share one load.
+let loads = await withTaskGroup(of: Quote?.self) { group in
+  for _ in 0..<4 {
+    group.addTask {
+      try? await quotes.value(forKey: "META") {
+        await Task.yield()  // a network request, say
+        return Quote(bid: 585.1, ask: 585.2)
+      }
+    }
+  }
+  var loaded: [Quote?] = []
+  for await quote in group { loaded.append(quote) }
+  return loaded
+}
+print("META for 4 concurrent callers: \(Set(loads.map(describe)))")
+
+// Read-modify-write: one atomic write whatever other threads do; the closure runs outside every
+// lock, again if the entry changed meanwhile.
+quotes.update(forKey: "TSLA") { quote in quote?.bid += 1 }
+quotes.update(forKey: "IBM") { quote in quote?.bid += 1 }  // absent: stays absent
+print("TSLA after update: \(describe(quotes["TSLA"])); IBM: \(describe(quotes["IBM"]))")
+let volumes = MemoryStore<String, Int>(name: "volumes")
+await withTaskGroup(of: Void.self) { group in
+  for _ in 0..<8 {
+    group.addTask {
+      for _ in 0..<1_000 { volumes.update(forKey: "TSLA", default: 0) { $0 += 1 } }
+    }
+  }
+}
+volumes.merge(["TSLA": 500, "NVDA": 250], uniquingKeysWith: +)
+print(
+  "volumes: TSLA \(volumes["TSLA", default: 0]) (8 000 increments + 500), NVDA \(volumes["NVDA", default: 0])"
+)
+volumes.removeAll { $0.value < 1_000 }
+print("after removeAll(where: volume < 1 000): \(volumes.keys)")
+
+// allItems: a consistent snapshot, taken at one instant; later writes do not change it.
 let snapshot = quotes.allItems
 quotes.removeValues(forKeys: ["NVDA", "AMZN"])
 print("snapshot: \(snapshot.keys.sorted()); the store now: \(quotes.allItems.keys.sorted())")

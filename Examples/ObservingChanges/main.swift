@@ -1,6 +1,7 @@
 // ObservingChanges: the three ways to receive a store's change batches (the `changes`
 // AsyncSequence, an `observe` handler and NotificationCenter), made deterministic with
-// flushChanges(), which publishes at once and returns when every handler has run.
+// flushChanges(), which publishes at once and returns when every handler has run; then a mirror
+// started from the whole store, one key followed, and the values that left the store.
 //
 //     swift run -c release ObservingChanges
 
@@ -74,3 +75,37 @@ do {
 
 subscription.cancel()
 NotificationCenter.default.removeObserver(observer)
+
+do {
+  // A mirror that starts from the whole store: its first batch is a snapshot, taken where the
+  // batches that follow begin, so the mirror stays exact.
+  var mirrorChanges = prices.changes(includingInitialSnapshot: true).makeAsyncIterator()
+  var mirror: [String: Double] = ["stale": 0]
+  // One key, now and after each batch that changes it.
+  var aapl = prices.updates(forKey: "AAPL").makeAsyncIterator()
+  // Every value that leaves the store, with why: batches cannot show a key added and removed
+  // within one interval, this does.
+  let removals = prices.removals()
+
+  if let snapshot = await mirrorChanges.next() {
+    snapshot.apply(to: &mirror)
+    print("mirror from the snapshot: \(mirror.sorted { $0.key < $1.key })")
+  }
+  if let now = await aapl.next() { print("AAPL now: \(now.map { "\($0)" } ?? "absent")") }
+
+  prices["AAPL"] = 233.00
+  prices["AMZN"] = 186.40
+  prices["AMZN"] = nil
+  await prices.flushChanges()
+  if let batch = await mirrorChanges.next() { batch.apply(to: &mirror) }
+  let store = prices.allItems
+  print("mirror after a batch equals the store: \(mirror == store) (\(mirror.count) entries)")
+  if let next = await aapl.next() { print("AAPL next: \(next.map { "\($0)" } ?? "absent")") }
+  await prices.flush()  // the removals so far are handed over
+  var left: [String] = []
+  for await removal in removals {
+    left.append("\(removal.key)=\(removal.value) (\(removal.cause))")
+    if removal.key == "AMZN" { break }
+  }
+  print("left the store: \(left.joined(separator: ", "))")
+}
