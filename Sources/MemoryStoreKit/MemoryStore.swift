@@ -356,6 +356,14 @@ extension MemoryStore {
   /// snapshot.count   // unchanged
   /// ```
   ///
+  /// This is how to iterate a store: the store itself is not a `Sequence`, so that no loop
+  /// can mistake a live, changing store for a fixed collection; iterate a snapshot instead
+  /// (``keys`` and ``values`` are cheaper when only one side is needed):
+  ///
+  /// ```swift
+  /// for (symbol, quote) in store.allItems { print(symbol, quote) }
+  /// ```
+  ///
   /// - Complexity: O(*n*) to take, on the calling thread: it copies every entry at one
   ///   version into a new dictionary. Writers never wait for it. Take snapshots for work that
   ///   needs them, not on every read.
