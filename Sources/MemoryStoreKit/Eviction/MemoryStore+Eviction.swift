@@ -411,7 +411,7 @@ extension MemoryStore {
     @usableFromInline var followUp: _TrackingFollowUp?
     /// Arm the expiry timer for this deadline.
     @usableFromInline var armSweepAt: Int64?
-    /// The entries removed at the caller's request (a purge's).
+    /// The entries a ``_WriteOperation/removeUnchanged(_:)`` removed (a purge returns them).
     @usableFromInline var removed: [Key: Value]?
     /// Removals were logged, and their delivery must be scheduled.
     @usableFromInline var deliversRemovals = false
@@ -424,7 +424,7 @@ extension MemoryStore {
 
   /// Performs one write and returns whether it changed the store and the previous value of the
   /// key it names (for `set`, `insert` and `remove`): the write path of every store, with or
-  /// without a policy (see ``_policyWriteLocked(now:operation:reason:requested:requestedReason:trimFraction:trimReason:maximumEvictions:)``).
+  /// without a policy (see ``_policyWriteLocked(now:operation:reason:trimFraction:trimReason:maximumEvictions:)``).
   /// Only the commonest writes have shortcuts through the same steps: a subscript set or
   /// removal, ``_performKeyed(_:_:)``, and its policy form, ``_performKeyedWithPolicy(_:_:cost:timeToLive:)``.
   @inlinable
@@ -532,14 +532,12 @@ extension MemoryStore {
   }
 
   /// The heart of every write of a store with a policy (write lock held): removes due expired
-  /// entries, applies `operation`, removes the `requested` entries whose value is still the
-  /// judged one, and evicts to stay within the limits (times `trimFraction`), all staged on
+  /// entries, applies `operation`, and evicts to stay within the limits (times `trimFraction`), all staged on
   /// the table (one hash per key) and published as one atomic write, logged for change
   /// batches with each key's reason as it is staged.
   @inlinable
   func _policyWriteLocked(
     now: Int64, operation: _WriteOperation<Key, Value>?, reason: ChangeReason = .write,
-    requested: [(key: Key, version: UInt64)] = [], requestedReason: EvictionReason = .decider,
     trimFraction: Double = 1, trimReason: EvictionReason? = nil, maximumEvictions: Int = .max
   ) -> _PolicyOutcome {
     var write = _PolicyWrite(
@@ -582,26 +580,21 @@ extension MemoryStore {
         }
       }
     case .removeUnchanged(let entries):
-      for (key, version) in entries where write.liveNode(key, in: self)?.version == version {
-        _ = write.remove(key, reason: reason, in: self)
-      }
-    case nil:
-      break
-    }
-    // Entries a purge chose, if their value is still the one it judged.
-    if !requested.isEmpty {
+      // Entries judged outside the lock (by a purge's decider, or `removeAll(where:)`), each if
+      // it still holds the value judged; one that has expired since goes as expired.
       var removed: [Key: Value] = [:]
-      for (key, version) in requested {
-        guard let node = _table.stagedNode(forKey: key), node.version == version else {
-          continue
+      for (key, version) in entries {
+        guard let node = _table.stagedNode(forKey: key), node.version == version,
+          let value = write.remove(key, hash: node.storedHash, reason: reason, in: self)
+        else { continue }
+        removed[key] = value
+        if let evictionReason = reason.evictionReason {
+          _policy.pointer.pointee.evictions[evictionReason] += 1
         }
-        removed[key] = node.value.pointee
-        _ = write.remove(
-          key, hash: node.storedHash, reason: .evicted(requestedReason), checksExpiry: false,
-          in: self)
-        _policy.pointer.pointee.evictions[requestedReason] += 1
       }
       write.outcome.removed = removed
+    case nil:
+      break
     }
     _endPolicyWriteLocked(
       &write, protecting: protected, trimFraction: trimFraction, trimReason: trimReason,
@@ -1044,7 +1037,7 @@ extension MemoryStore {
       let now = _clockNanos()
       _writeLock.lock()
       let outcome = _policyWriteLocked(
-        now: now, operation: nil, requested: victims, requestedReason: .decider)
+        now: now, operation: .removeUnchanged(victims), reason: .evictedByDecider)
       _writeLock.unlock()
       evicted.merge(outcome.removed ?? [:]) { _, new in new }
       _finishPolicyWrite(outcome, now: now, freesHere: true)

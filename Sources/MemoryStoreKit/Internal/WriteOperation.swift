@@ -13,7 +13,9 @@ enum _WriteOperation<Key: Hashable, Value> {
   /// entry is still the one read at `expected` (its node's version; `nil`: absent). Otherwise
   /// the write stages nothing and reports a conflict. What a read-modify-write commits.
   case replace([(key: Key, value: Value?, expected: UInt64?)])
-  /// Removes each key whose current entry is still the one at `version`; skips the others.
+  /// Removes each key whose current entry is still the one at `version` (judged outside the
+  /// lock: by a purge's decider, or `removeAll(where:)`), with the write's reason; skips the
+  /// others.
   case removeUnchanged([(key: Key, version: UInt64)])
 
   /// Whether the operation empties the store.
