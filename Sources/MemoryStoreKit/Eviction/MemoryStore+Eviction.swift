@@ -256,24 +256,13 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @discardableResult
   public func touch(_ key: Key, timeToLive: Duration? = nil) -> Bool {
-    let now = _lockForWrite(timeToLive: timeToLive)
+    // No entry has metadata, and none is given a time to live: nothing to renew or count.
+    if timeToLive == nil && !_policyActive.load(ordering: .relaxed) { return contains(key) }
     // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
-    let activation = timeToLive != nil ? _activatePolicyLocked(now: now) : nil
-    guard _policyActive.load(ordering: .relaxed) else {
-      // No entry has metadata: nothing expires, and no use is counted.
-      let isPresent = _lockedView().node(forKey: key) != nil
-      _writeLock.unlock()
-      return isPresent
-    }
-    var write = _PolicyWrite(store: self, now: now, reason: .write, collectsExpiredKeys: false)
-    _beginPolicyWriteLocked(&write)
-    let lifetime = timeToLive?.nanoseconds ?? _policy.pointer.pointee.defaultLifetime
-    let position = write.renew(key, lifetime: lifetime, in: self)
-    _endPolicyWriteLocked(&write, protecting: position ?? -1)
-    _writeLock.unlock()
-    _release(activation)
-    _finishPolicyWrite(write.outcome, now: now)
-    return position != nil
+    return _perform(
+      .renew(key, timeToLive: timeToLive), timeToLive: timeToLive, activatingPolicy: true
+    )
+    .previous != nil
   }
 
   /// What ``handleMemoryPressure(_:)`` frees. Thread-safe.
@@ -427,13 +416,19 @@ extension MemoryStore {
   /// without a policy (see ``_policyWriteLocked(now:operation:reason:trimFraction:trimReason:maximumEvictions:)``).
   /// Only the commonest writes have shortcuts through the same steps: a subscript set or
   /// removal, ``_performKeyed(_:_:)``, and its policy form, ``_performKeyedWithPolicy(_:_:cost:timeToLive:)``.
+  ///
+  /// With `timeToLive`, the write reads the clock (see ``_lockForWrite(timeToLive:)``); with
+  /// `activatingPolicy`, it first makes entries carry metadata.
   @inlinable
   func _perform(
-    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write
+    _ operation: _WriteOperation<Key, Value>, reason: ChangeReason = .write,
+    timeToLive: Duration? = nil, activatingPolicy: Bool = false
   ) -> (changed: Bool, previous: Value?) {
-    let now = _lockForWrite(timeToLive: nil)
+    let now = _lockForWrite(timeToLive: timeToLive)
+    let activation = activatingPolicy ? _activatePolicyLocked(now: now) : nil
     let outcome = _policyWriteLocked(now: now, operation: operation, reason: reason)
     _writeLock.unlock()
+    _release(activation)
     let result = (outcome.changed, outcome.previous)
     _finishPolicyWrite(outcome, now: now)
     return result
@@ -578,6 +573,12 @@ extension MemoryStore {
         } else {
           _ = write.remove(key, reason: reason, in: self)
         }
+      }
+    case .renew(let key, let timeToLive):
+      let lifetime = timeToLive?.nanoseconds ?? _policy.pointer.pointee.defaultLifetime
+      if let renewed = write.renew(key, lifetime: lifetime, in: self) {
+        write.outcome.previous = renewed.value
+        protected = renewed.position
       }
     case .removeUnchanged(let entries):
       // Entries judged outside the lock (by a purge's decider, or `removeAll(where:)`), each if
@@ -750,14 +751,7 @@ extension MemoryStore {
 
   /// Empties the store on a critical memory-pressure event, counting the evictions.
   func _removeAllUnderPressure() {
-    let now = _clockNanos()
-    _writeLock.lock()
-    let activation = _activatePolicyLocked(now: now)
-    let outcome = _policyWriteLocked(
-      now: now, operation: .removeAll, reason: .evictedByMemoryPressure)
-    _writeLock.unlock()
-    _release(activation)
-    _finishPolicyWrite(outcome, now: now)
+    _ = _perform(.removeAll, reason: .evictedByMemoryPressure, activatingPolicy: true)
   }
 }
 
@@ -838,19 +832,20 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   }
 
   /// Restages `key`'s live entry with the same value, its expiry moved to `lifetime` from now
-  /// (unchanged if `nil`), counted as a use; logged as no change. Returns the entry's ring
-  /// position, or `nil` if the key is absent or expired.
+  /// (unchanged if `nil`), counted as a use; logged as no change. Returns the entry's value and
+  /// ring position, or `nil` if the key is absent or expired.
   @inlinable
   mutating func renew(
     _ key: Key, lifetime: Int64?, in store: MemoryStore<Key, Value>
-  ) -> Int? {
+  ) -> (value: Value, position: Int)? {
     guard let node = liveNode(key, in: store) else { return nil }
     var metadata = node.metadata
     if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
-    let (old, new) = store._table.stageSet(key, node.value.pointee, metadata: metadata)
+    let value = node.value.pointee
+    let (old, new) = store._table.stageSet(key, value, metadata: metadata)
     store._policy.pointer.pointee.track(new, replacing: old)
     outcome.changed = true
-    return new.slot
+    return (value, new.slot)
   }
 
   /// Counts and logs the removal of `key` because it expired.

@@ -13,6 +13,9 @@ enum _WriteOperation<Key: Hashable, Value> {
   /// entry is still the one read at `expected` (its node's version; `nil`: absent). Otherwise
   /// the write stages nothing and reports a conflict. What a read-modify-write commits.
   case replace([(key: Key, value: Value?, expected: UInt64?)])
+  /// Renews the key's live entry without changing its value: its expiry to the time to live
+  /// from now (`nil`: the default; with neither, unchanged), and a use for eviction.
+  case renew(Key, timeToLive: Duration?)
   /// Removes each key whose current entry is still the one at `version` (judged outside the
   /// lock: by a purge's decider, or `removeAll(where:)`), with the write's reason; skips the
   /// others.
