@@ -135,13 +135,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _keepsWriteTimes: Atomic<Bool>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
-  /// Whether writes log what they remove or replace: while ``removals(bufferingNewest:)`` has
-  /// subscribers. Changed under the write lock; read by writers under it.
-  @usableFromInline let _recordsRemovals: Atomic<Bool>
-  /// The removals not yet delivered; guarded by `_writeLock`.
+  /// The removals not yet delivered and the subscribers of ``removals(bufferingNewest:)``;
+  /// guarded by `_writeLock` (whether writes log removals is the tracker's
+  /// `recordsRemovals`, beside the other flags every write reads).
   @usableFromInline let _removalLog: _UnsafeBox<_RemovalLog<Key, Value>>
-  /// Who receives them.
-  let _removalSubscribers: _RemovalSubscribers<Key, Value>
 
   /// Creates an empty store.
   ///
@@ -170,9 +167,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _evictionDecider = _Protected(nil)
     _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
-    _recordsRemovals = Atomic(false)
     _removalLog = _UnsafeBox(_RemovalLog())
-    _removalSubscribers = _RemovalSubscribers()
     _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
@@ -255,20 +250,15 @@ extension MemoryStore {
     var followUp: _TrackingFollowUp?
     if let newValue {
       previous = _table.stageSet(key, newValue)
-      followUp = _logKeyedLocked(key, newValue, wasPresent: previous != nil)
+      followUp = _logKeyedLocked(key, newValue, previous: previous)
     } else {
       previous = _table.stageRemove(key)
-      if previous != nil { followUp = _logKeyedLocked(key, nil, wasPresent: true) }
-    }
-    var deliversRemovals = false
-    if let previous, _recordsRemovals.load(ordering: .relaxed) {
-      deliversRemovals = _logRemovalLocked(key, previous, newValue != nil ? .replaced : .removed)
+      if previous != nil { followUp = _logKeyedLocked(key, nil, previous: previous) }
     }
     let garbage = _table.publish()
     _writeLock.unlock()
     _release(garbage)
     if let followUp { _followUp(followUp) }
-    if deliversRemovals { _scheduleRemovalDelivery() }
     return (newValue != nil || previous != nil, previous)
   }
 

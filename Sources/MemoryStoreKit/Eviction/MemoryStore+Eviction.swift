@@ -402,8 +402,6 @@ extension MemoryStore {
     @usableFromInline var armSweepAt: Int64?
     /// The entries a ``_WriteOperation/removeUnchanged(_:)`` removed (a purge returns them).
     @usableFromInline var removed: [Key: Value]?
-    /// Removals were logged, and their delivery must be scheduled.
-    @usableFromInline var deliversRemovals = false
     /// A ``_WriteOperation/replace(_:)`` found an entry changed since it was read, and staged
     /// nothing.
     @usableFromInline var conflicted = false
@@ -689,7 +687,6 @@ extension MemoryStore {
       _release(outcome.garbage)
     }
     if let followUp = outcome.followUp { _followUp(followUp) }
-    if outcome.deliversRemovals { _scheduleRemovalDelivery() }
     if let deadline = outcome.armSweepAt {
       _scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in
         self?._expiryTimerFired(deadline)
@@ -780,6 +777,8 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline let carriesMetadata: Bool
   /// Whether removals are logged for ``MemoryStore/removals(bufferingNewest:)``.
   @usableFromInline let recordsRemovals: Bool
+  /// Whether the removals logged must have their delivery scheduled.
+  @usableFromInline var deliversRemovals = false
 
   @inlinable
   init(
@@ -789,7 +788,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata
-    recordsRemovals = store._recordsRemovals.load(ordering: .relaxed)
+    recordsRemovals = store._tracker.pointer.pointee.recordsRemovals
     logged = store._tracker.pointer.pointee.log.count
   }
 
@@ -935,7 +934,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func logRemoval(
     _ key: Key, _ value: Value, _ cause: RemovalCause, in store: MemoryStore<Key, Value>
   ) {
-    if store._logRemovalLocked(key, value, cause) { outcome.deliversRemovals = true }
+    if store._logRemovalLocked(key, value, cause) { deliversRemovals = true }
   }
 
   /// Publishes the write and completes ``outcome``: what is left to do after unlocking.
@@ -960,6 +959,10 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       outcome.followUp = tracker.pointee.followUp(sealing: true)
     } else if tracker.pointee.log.count != logged {
       outcome.followUp = tracker.pointee.followUpIfNeeded()
+    }
+    if deliversRemovals {
+      outcome.followUp = outcome.followUp ?? _TrackingFollowUp()
+      outcome.followUp?.deliversRemovals = true
     }
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:

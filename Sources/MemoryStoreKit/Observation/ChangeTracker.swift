@@ -54,6 +54,8 @@ struct _TrackingFollowUp {
   @usableFromInline var coalesceInBackground = false
   /// Coalesce now, on the writing thread: the log is at its bound.
   @usableFromInline var coalesceNow = false
+  /// Schedule the delivery of the removals logged for ``MemoryStore/removals(bufferingNewest:)``.
+  @usableFromInline var deliversRemovals = false
 
   @usableFromInline init() {}
 }
@@ -73,7 +75,15 @@ struct _ChangeTracker<Key: Hashable, Value> {
 
   /// The notification interval.
   @usableFromInline var interval: Duration = .zero {
-    didSet { isTracking = interval > .zero }
+    didSet {
+      isTracking = interval > .zero
+      isReporting = isTracking || recordsRemovals
+    }
+  }
+  /// Whether writes log what they remove or replace: while ``MemoryStore/removals(bufferingNewest:)``
+  /// has subscribers.
+  @usableFromInline var recordsRemovals = false {
+    didSet { isReporting = isTracking || recordsRemovals }
   }
   /// Whether the interval was set (to anything, `.zero` included): then a new subscriber
   /// does not start batches at the default interval.
@@ -95,6 +105,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Whether writes are logged: the notification interval is above zero. Stored, because every
   /// write reads it.
   @usableFromInline private(set) var isTracking = false
+  /// Whether a write reports anything: changes for batches, or removals. Stored, because every
+  /// write reads it: one load and a branch, for a store that reports nothing.
+  @usableFromInline private(set) var isReporting = false
 
   /// Logs that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was present
   /// just before this write.

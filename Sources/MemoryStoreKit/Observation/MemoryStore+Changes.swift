@@ -162,6 +162,7 @@ extension MemoryStore {
   /// Does what a write's logging asked for, after the write lock is released.
   @inlinable @inline(never)
   func _followUp(_ followUp: _TrackingFollowUp) {
+    if followUp.deliversRemovals { _scheduleRemovalDelivery() }
     if let delay = followUp.publishAfter {
       _schedulePublication(after: delay)
     }
@@ -183,15 +184,27 @@ extension MemoryStore {
     }
   }
 
-  /// Logs a single-key write that changed the store (write lock held), and counts it in the
-  /// store's write count, which the persistence manager compares to skip unchanged saves.
+  /// Logs a single-key write that changed the store (write lock held): for change batches and
+  /// for removals, if they are on, and in the store's write count, which the persistence
+  /// manager compares to skip unchanged saves.
   ///
+  /// - Parameter previous: The value the write replaced or removed, if any.
   /// - Returns: What to do after unlocking, if anything.
   @inlinable @inline(__always)
-  func _logKeyedLocked(_ key: Key, _ value: Value?, wasPresent: Bool) -> _TrackingFollowUp? {
-    _tracker.pointer.pointee.writeCount &+= 1
-    guard _tracker.pointer.pointee.isTracking else { return nil }
-    return _tracker.pointer.pointee.record(key, value, wasPresent: wasPresent)
+  func _logKeyedLocked(_ key: Key, _ value: Value?, previous: Value?) -> _TrackingFollowUp? {
+    let tracker = _tracker.pointer
+    tracker.pointee.writeCount &+= 1
+    guard tracker.pointee.isReporting else { return nil }
+    var followUp =
+      tracker.pointee.isTracking
+      ? tracker.pointee.record(key, value, wasPresent: previous != nil) : nil
+    if tracker.pointee.recordsRemovals, let previous,
+      _logRemovalLocked(key, previous, value != nil ? .replaced : .removed)
+    {
+      followUp = followUp ?? _TrackingFollowUp()
+      followUp?.deliversRemovals = true
+    }
+    return followUp
   }
 }
 

@@ -56,14 +56,24 @@ public enum RemovalCause: Hashable, Sendable, CustomStringConvertible {
   }
 }
 
-/// The removals written since the last delivery; guarded by the store's write lock.
+/// The removals written since the last delivery, and who receives them; guarded by the
+/// store's write lock.
 @usableFromInline
 struct _RemovalLog<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  @usableFromInline
+  struct Subscriber: Sendable {
+    let continuation: AsyncStream<Removal<Key, Value>>.Continuation
+    /// The position in the log of the first removal it receives.
+    let start: UInt64
+  }
+
   @usableFromInline var entries: [Removal<Key, Value>] = []
   /// The number of removals logged before `entries`, for subscribers to start at.
   @usableFromInline var delivered: UInt64 = 0
   /// Whether a delivery is scheduled.
   @usableFromInline var isDeliveryScheduled = false
+  @usableFromInline var subscribers: [Int: Subscriber] = [:]
+  @usableFromInline var nextSubscriberID = 0
 
   @usableFromInline init() {}
 
@@ -77,26 +87,7 @@ struct _RemovalLog<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   }
 }
 
-/// The subscribers of a store's removals.
-final class _RemovalSubscribers<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-  struct Subscriber: Sendable {
-    let continuation: AsyncStream<Removal<Key, Value>>.Continuation
-    /// The position in the log of the first removal it receives.
-    let start: UInt64
-  }
-
-  struct State: Sendable {
-    var nextID = 0
-    var entries: [Int: Subscriber] = [:]
-  }
-
-  let state = _Protected(State())
-
-  /// The queue that delivers every store's removals, in the order each store logged them.
-  static var queue: DispatchQueue { _RemovalQueue.queue }
-}
-
-/// See ``_RemovalSubscribers/queue``.
+/// The queue that delivers every store's removals, in the order each store logged them.
 enum _RemovalQueue {
   static let queue: DispatchQueue = {
     let queue = DispatchQueue(label: "MemoryStore.removals", qos: .utility)
@@ -133,7 +124,7 @@ extension MemoryStore {
   /// While there is a subscriber, each write that removes or replaces a value logs it under
   /// the write lock (an append, and a retain of the value) and a background queue delivers
   /// them; ``removeAll()`` then costs O(*n*) to log every entry. Without subscribers a write
-  /// pays one relaxed atomic load.
+  /// pays nothing more: the flag it reads is the one it already reads for change batches.
   ///
   /// - Parameter limit: The most removals that wait for the consumer; at least 1.
   /// - Returns: The removals, as an `AsyncStream`.
@@ -143,26 +134,24 @@ extension MemoryStore {
     // Under the write lock: every write ordered after this point is logged and delivered.
     let id = _writeLock.withLock {
       let log = _removalLog.pointer
-      let start = log.pointee.delivered &+ UInt64(log.pointee.entries.count)
-      _recordsRemovals.store(true, ordering: .relaxed)
-      return _removalSubscribers.state.withLock { state in
-        state.nextID += 1
-        state.entries[state.nextID] = .init(continuation: continuation, start: start)
-        return state.nextID
-      }
+      log.pointee.nextSubscriberID += 1
+      log.pointee.subscribers[log.pointee.nextSubscriberID] = .init(
+        continuation: continuation,
+        start: log.pointee.delivered &+ UInt64(log.pointee.entries.count))
+      _tracker.pointer.pointee.recordsRemovals = true
+      return log.pointee.nextSubscriberID
     }
-    continuation.onTermination = { [weak self] _ in self?._unsubscribeFromRemovals(id) }
+    continuation.onTermination = { [weak self] _ in
+      guard let self else { return }
+      // Released after unlocking: it may hold the last reference to removals still buffered.
+      let removed = _writeLock.withLock {
+        let log = _removalLog.pointer
+        defer { _tracker.pointer.pointee.recordsRemovals = !log.pointee.subscribers.isEmpty }
+        return log.pointee.subscribers.removeValue(forKey: id)
+      }
+      withExtendedLifetime(removed) {}
+    }
     return stream
-  }
-
-  func _unsubscribeFromRemovals(_ id: Int) {
-    _writeLock.withLock {
-      let isEmpty = _removalSubscribers.state.withLock { state in
-        state.entries.removeValue(forKey: id)
-        return state.entries.isEmpty
-      }
-      if isEmpty { _recordsRemovals.store(false, ordering: .relaxed) }
-    }
   }
 
   /// Logs that `value` left under `key` (write lock held; the store records removals).
@@ -182,18 +171,15 @@ extension MemoryStore {
   /// Hands the logged removals to the subscribers, oldest first (on the removals queue, or in
   /// deinit).
   func _deliverRemovals(finishing: Bool = false) {
-    let (entries, first) = _writeLock.withLock { () -> ([Removal<Key, Value>], UInt64) in
+    let (entries, first, subscribers) = _writeLock.withLock {
       let log = _removalLog.pointer
       log.pointee.isDeliveryScheduled = false
       let first = log.pointee.delivered
       log.pointee.delivered &+= UInt64(log.pointee.entries.count)
+      let subscribers = Array(log.pointee.subscribers.values)
+      if finishing { log.pointee.subscribers = [:] }
       defer { log.pointee.entries = [] }
-      return (log.pointee.entries, first)
-    }
-    let subscribers = _removalSubscribers.state.withLock { state in
-      let subscribers = Array(state.entries.values)
-      if finishing { state.entries = [:] }
-      return subscribers
+      return (log.pointee.entries, first, subscribers)
     }
     for subscriber in subscribers {
       for (offset, removal) in entries.enumerated()
