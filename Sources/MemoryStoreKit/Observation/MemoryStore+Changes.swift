@@ -275,13 +275,7 @@ extension MemoryStore {
   /// Batches are differences from the previous batch, so the snapshot is taken where one
   /// ends: the changes logged so far are published first (to the other subscribers).
   func _subscribeWithSnapshot(_ sink: _StreamSink<Key, Value>) -> Subscription {
-    // No entry in the snapshot has expired at the instant it starts.
-    _expireDueEntries()
-    let (section, subscription, last) = _publishChanges(
-      disarm: false, subscribing: .stream(sink)
-    ).unsafelyUnwrapped
-    let entries = _ReadView(table: _table, version: section.version).dictionary
-    _table.leaveReadSection(section.token)
+    let (subscription, entries, last) = _subscribe(.stream(sink)) { $0.dictionary }
     // Batches delivered meanwhile changed what the snapshot holds, so they follow it. Placed
     // under `publication`, as deliveries are, so that none runs meanwhile; what it displaces
     // is released after.
@@ -290,6 +284,20 @@ extension MemoryStore {
     }
     withExtendedLifetime(displaced) {}
     return subscription
+  }
+
+  /// Subscribes `sink` where a batch ends (publishing the changes logged so far), and returns
+  /// `read` of the store at that very point, with the number of the last batch published.
+  func _subscribe<R>(
+    _ sink: _ChangeHub<Key, Value>.Sink, reading read: (_ReadView<Key, Value>) -> R
+  ) -> (subscription: Subscription, read: R, last: UInt64) {
+    // Nothing read has expired at the instant it starts.
+    _expireDueEntries()
+    let (section, subscription, last) = _publishChanges(disarm: false, subscribing: sink)
+      .unsafelyUnwrapped
+    let result = read(_ReadView(table: _table, version: section.version))
+    _table.leaveReadSection(section.token)
+    return (subscription, result, last)
   }
 
   /// Calls `handler` with every change batch published from now on, until the returned
@@ -389,13 +397,7 @@ extension MemoryStore {
   /// Subscribes `sink` to its key, with the key's value taken at the same point of the write
   /// order placed in it first.
   func _subscribe(_ sink: _KeySink<Key, Value>) -> Subscription {
-    _startBatchesForSubscriber()
-    _expireDueEntries()
-    let (section, subscription, _) = _publishChanges(
-      disarm: false, subscribing: .key(sink)
-    ).unsafelyUnwrapped
-    let current = _ReadView(table: _table, version: section.version).value(forKey: sink.key)
-    _table.leaveReadSection(section.token)
+    let (subscription, current, _) = _subscribe(.key(sink)) { $0.value(forKey: sink.key) }
     // A value delivered meanwhile is newer.
     sink.preload(current)
     return subscription
@@ -414,6 +416,7 @@ extension MemoryStore {
     /// Subscribes: the iterator receives the key's current value, then its changes.
     public func makeAsyncIterator() -> Iterator {
       guard let store else { return Iterator(sink: nil, subscription: nil) }
+      store._startBatchesForSubscriber()
       let sink = _KeySink<Key, Value>(key: key)
       return Iterator(sink: sink, subscription: store._subscribe(sink))
     }
