@@ -486,6 +486,7 @@ extension MemoryStore {
   ///
   /// - Complexity: O(1) under the write lock (it starts a new, empty generation of the table);
   ///   the old entries are released later, outside every lock, once no reader can see them.
+  ///   While ``removals(bufferingNewest:)`` has subscribers, O(*n*): every entry is logged.
   @inlinable
   public func removeAll() {
     _ = _perform(.removeAll)
