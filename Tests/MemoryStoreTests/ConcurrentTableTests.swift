@@ -216,6 +216,49 @@ import Testing
     #expect(tracker.value == 0)
   }
 
+  /// A reader loads the epoch, then announces itself only after a reclamation has checked the
+  /// readers of that epoch's parity and before it unlinks a tombstone, so the reader can still
+  /// reach it: the tombstone must outlive that reader. The writer cannot tell such a reader
+  /// from one that enters right after that reclamation's advance, in the parity of the epoch
+  /// it advanced to, which is how this test makes one.
+  @Test func aTombstoneUnlinkedAfterTheReaderCheckOutlivesAReaderThatEnteredMeanwhile() {
+    let tracker = LiveCount()
+    do {
+      let others = LiveCount()
+      let table = _ConcurrentTable<TrackedKey, Int>()
+      func commit(_ body: () -> Void) {
+        body()
+        if let garbage = table.publish() { table._free(garbage) }
+      }
+      commit { table.stageSet(TrackedKey(tracker, 1), 1) }
+      commit { table.stageRemove(TrackedKey(tracker, 1)) }
+      // Reclaim until the tombstone (the only holder of the key once its node is freed) is
+      // unlinked.
+      var steps = 0
+      while table._writer.pointer.pointee.tombstoneCount > 0 && steps < 10 {
+        if let garbage = table.reclaimStep().garbage { table._free(garbage) }
+        steps += 1
+      }
+      #expect(table._writer.pointer.pointee.tombstoneCount == 0)
+      let (_, token) = table.enterReadSection()
+      for key in 2..<200 { commit { table.stageSet(TrackedKey(others, key), key) } }
+      for _ in 0..<8 {
+        if let garbage = table.reclaimStep().garbage { table._free(garbage) }
+      }
+      // The key of entry 1 is held by the tombstone only.
+      #expect(tracker.value == 1)
+      table.leaveReadSection(token)
+      steps = 0
+      while table.retainedCount > 0 && steps < 100 {
+        if let garbage = table.reclaimStep().garbage { table._free(garbage) }
+        steps += 1
+      }
+      #expect(tracker.value == 0)
+      table._checkInvariants()
+    }
+    #expect(tracker.value == 0)
+  }
+
   /// A writer applies batches that keep pairs of keys equal (set both, or remove both) while
   /// the table grows and is cleared; readers check at one version that both keys of a pair
   /// agree, and that a key written before they started is never missing.

@@ -100,6 +100,7 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     garbage.items.append(.generation(writer.pointee.root))
     garbage.items.append(contentsOf: writer.pointee.limbo.0)
     garbage.items.append(contentsOf: writer.pointee.limbo.1)
+    for bits in writer.pointee.unlinked { garbage.items.append(.node(bits)) }
     // The tombstones still on the list are linked in the root (freed with it) or in a retired
     // generation, or were retired: the list owns none of them.
     _free(garbage)
@@ -183,6 +184,9 @@ struct _TableWriter {
   /// (replaced or moved) or whose generation was cleared are skipped.
   @usableFromInline var tombstones: ContiguousArray<(node: Int, epoch: Int)> = []
   @usableFromInline var tombstonesStart = 0
+  /// Tombstones unlinked since the last advance of the epoch, retired at the next one (see
+  /// ``_ConcurrentTable/_reclaim()``).
+  @usableFromInline var unlinked: ContiguousArray<Int> = []
   /// The writer's own chains of spare blocks (see `_ConcurrentTable._spareNodes`).
   @usableFromInline var spareNodes = 0
   @usableFromInline var spareTombstones = 0
@@ -708,6 +712,14 @@ extension _ConcurrentTable {
     }
     writer.pointee.epoch = epoch + 1
     _epoch.store(epoch + 1, ordering: .sequentiallyConsistent)
+    // The tombstones unlinked by this reclamation (and by the ones since the last advance that
+    // stopped at their limit) were unlinked after the check above, so a reader may have
+    // reached them that the check could not see: one that loaded the epoch before the last
+    // advance and announced itself, in the previous parity, after the check. Retired in the
+    // epoch just begun, they are freed only after both parities have been seen empty after
+    // their unlinking, as everything retired in an epoch is.
+    for bits in writer.pointee.unlinked { writer.pointee.retire(.node(bits)) }
+    writer.pointee.unlinked.removeAll(keepingCapacity: true)
     return garbage.items.isEmpty ? nil : garbage
   }
 
@@ -739,18 +751,20 @@ extension _ConcurrentTable {
   var retainedCount: Int {
     let writer = _writer.pointer
     return writer.pointee.limbo.0.count + writer.pointee.limbo.1.count
-      + writer.pointee.tombstones.count - writer.pointee.tombstonesStart
+      + writer.pointee.unlinked.count + writer.pointee.tombstones.count
+      - writer.pointee.tombstonesStart
   }
 
-  /// Unlinks up to `limit` of the tombstones linked in an epoch before `epoch` and retires
-  /// them; returns whether none of those is left. Write lock held.
+  /// Unlinks up to `limit` of the tombstones linked in an epoch before `epoch`, for the next
+  /// advance of the epoch to retire; returns whether none of those is left. Write lock held.
+  ///
+  /// It retires nothing itself, and moves no bucket (which would retire the nodes it moves):
+  /// whatever it makes unreachable must wait for readers of both parities.
   @inlinable
   func _unlinkTombstones(linkedBefore epoch: Int, limit: Int) -> Bool {
     let writer = _writer.pointer
     var index = writer.pointee.tombstonesStart
     let end = index + limit
-    // Moving a bucket (to find a key during growth) may append copies of tombstones: they
-    // carry the current epoch, so the loop stops before them, and they are kept.
     while index < writer.pointee.tombstones.count,
       writer.pointee.tombstones[index].epoch < epoch
     {
@@ -768,14 +782,13 @@ extension _ConcurrentTable {
       if tombstone.isRetiredTombstone { continue }
       // Unlink it if it is still in its key's chain (found by identity: no key is compared).
       // Otherwise it belongs to a generation that `removeAll()` retired, whose free frees it
-      // with the rest of its chain (a tombstone that growth just moved, while looking for its
-      // bucket here, is marked retired, and its copy has an entry of its own).
+      // with the rest of its chain.
       if let link = _link(
-        to: tombstone, in: _writeSlot(hash: tombstone.storedHash.unsafelyUnwrapped))
+        to: tombstone, in: _currentSlot(hash: tombstone.storedHash.unsafelyUnwrapped))
       {
         link.pointee.store(tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
         writer.pointee.tombstoneCount -= 1
-        writer.pointee.retire(.node(tombstone.bits))
+        writer.pointee.unlinked.append(tombstone.bits)
       }
     }
     writer.pointee.tombstonesStart = index
@@ -913,6 +926,18 @@ extension _ConcurrentTable {
     if root.pointee.buckets[index].load(ordering: .relaxed) != _TableHeader.forwarded {
       _moveBucket(index)
     }
+    return next.pointee.buckets + (hash & next.pointee.mask)
+  }
+
+  /// The bucket that holds the keys whose hash is `hash` now, without moving any: during
+  /// growth, the root's bucket until it is moved, then the new table's. Write lock held.
+  @inlinable
+  func _currentSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
+    let root = _writer.pointer.pointee.root
+    let slot = root.pointee.buckets + (hash & root.pointee.mask)
+    guard let next = root.pointee.nextTable,
+      slot.pointee.load(ordering: .relaxed) == _TableHeader.forwarded
+    else { return slot }
     return next.pointee.buckets + (hash & next.pointee.mask)
   }
 
@@ -1177,14 +1202,7 @@ extension _ConcurrentTable {
   /// checks. Write lock held.
   @usableFromInline
   func _peekNode(_ key: Key) -> _Node<Key, Value>? {
-    let hash = key.hashValue
-    var table = _writer.pointer.pointee.root
-    if table.pointee.buckets[hash & table.pointee.mask].load(ordering: .relaxed)
-      == _TableHeader.forwarded
-    {
-      table = table.pointee.nextTable.unsafelyUnwrapped
-    }
-    return _find(key, in: table.pointee.buckets + (hash & table.pointee.mask))?.1
+    _find(key, in: _currentSlot(hash: key.hashValue))?.1
   }
 }
 
