@@ -91,6 +91,24 @@ extension MemoryStore {
       where policy.expiries[index].deadline < policy.expiries[(index - 1) / 2].deadline {
         return "the expiry heap is out of order at \(index)"
       }
+      // The eviction order: every entry once, oldest to newest, each link matched.
+      if policy.pendingAtHand >= 0 { return "an entry waits to be placed at the hand" }
+      var ordered = 0
+      var position = policy.oldest
+      var previous = -1
+      var handSeen = policy.hand < 0
+      while position >= 0 {
+        guard ordered < inRing, _table.ringNode(at: position) != nil,
+          Int(policy.older[position]) == previous
+        else { return "the eviction order is broken at ring position \(position)" }
+        if position == policy.hand { handSeen = true }
+        ordered += 1
+        previous = position
+        position = Int(policy.newer[position])
+      }
+      if previous != policy.newest { return "the eviction order does not end at its newest" }
+      if ordered != inRing { return "the eviction order has \(ordered) entries, the ring \(inRing)" }
+      if !handSeen { return "the hand is not on an entry" }
       return nil
     }
   }

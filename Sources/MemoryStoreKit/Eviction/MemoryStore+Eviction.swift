@@ -294,9 +294,10 @@ extension MemoryStore {
     // after the lock is released.
     let (pressure, forgotten) = _writeLock.withLock {
       let policy = _policy.pointer
-      let ghosts = policy.pointee.ghosts
-      if ghosts.capacity > 0 { policy.pointee.ghosts = _GhostKeys() }
-      return (policy.pointee.memoryPressure, ghosts)
+      let records = (policy.pointee.ghosts, policy.pointee.sampledEvictions)
+      if records.0.capacity > 0 { policy.pointee.ghosts = _GhostKeys() }
+      if records.1.capacity > 0 { policy.pointee.sampledEvictions = _GhostKeys() }
+      return (policy.pointee.memoryPressure, records)
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction
@@ -520,6 +521,7 @@ extension MemoryStore {
       _EntryMetadata(
         writtenAt: _keepsWriteTimes.load(ordering: .relaxed) ? now : 0, expiresAt: .max, cost: 0
       ))
+    _policy.pointer.pointee.orderAllEntries(of: _table)
     _policyActive.store(true, ordering: .relaxed)
     return _table.publish()
   }
@@ -637,7 +639,6 @@ extension MemoryStore {
       evictions += 1
       protected = -1
     }
-    var evictedForLimits = false
     while evictions < maximumEvictions,
       let over = policy.pointee.isOverLimits(count: _table.stagedCount, fraction: trimFraction),
       let victim = policy.pointee.nextVictim(
@@ -654,16 +655,12 @@ extension MemoryStore {
       }
       policy.pointee.evictions[evictionReason] += 1
       evictions += 1
-      evictedForLimits = true
     }
     if write.expiredCount > 0 {
       policy.pointee.evictions[.expired] += UInt64(write.expiredCount)
     }
-    policy.pointee.fillRingHoles(_table, following: &protected)
-    // A new key that made a full store evict gets a short trial (see `placeOnProbation`).
-    if evictedForLimits, protected >= 0, write.insertedKey {
-      policy.pointee.placeOnProbation(at: protected, in: _table)
-    }
+    policy.pointee.placePendingEntry()
+    policy.pointee.fillRingHoles(_table)
     write.finish(in: self)
   }
 
@@ -770,8 +767,6 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline var expiredKeys: [Key]?
   /// Whether the write emptied the store (its log entry is sealed at once).
   @usableFromInline var cleared = false
-  /// Whether the last `set` inserted its key (it was absent), rather than replacing a value.
-  @usableFromInline var insertedKey = false
   @usableFromInline let logged: Int
   /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
   @usableFromInline let carriesMetadata: Bool
@@ -811,8 +806,13 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   ) -> (previous: Value?, position: Int) {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
-    if carriesMetadata { store._policy.pointer.pointee.track(node, replacing: old) }
-    insertedKey = old == nil || old.unsafelyUnwrapped.isTombstone
+    if carriesMetadata {
+      let policy = store._policy.pointer
+      policy.pointee.track(node, replacing: old)
+      if old.map({ $0.isTombstone || !$0.hasMetadata }) ?? true {
+        policy.pointee.admit(node, count: store._table.stagedCount)
+      }
+    }
     outcome.changed = true
     var previous: Value?
     if let old, !old.isTombstone {

@@ -15,17 +15,30 @@ import Synchronization
 /// ``_EntryMetadata``); it keeps only totals, the expiry heap and the CLOCK hand, and every
 /// write of a store with a policy updates them in the same critical section.
 ///
-/// Eviction order is **CLOCK with a 2-bit reference counter** (generalised CLOCK) over the
-/// table's ring of entries: reads raise their entry's counter (to at most 3) without a lock;
-/// the hand lowers the counter of each entry it passes and evicts the first whose counter is
-/// 0. An entry read often survives up to three sweeps of the hand, so, on skewed workloads,
-/// the policy keeps hot keys better than strict LRU, which drops a hot key after a single scan
-/// of cold ones. A new key that makes a full store evict starts a twentieth of the ring ahead
-/// of the hand, a short trial, unless it was evicted recently (see ``placeOnProbation``).
+/// Eviction order is **SIEVE with a 2-bit reference counter**: entries are kept in the order
+/// they came (a list threaded through the table's ring positions, oldest to newest), reads
+/// raise their entry's counter (to at most 3) without a lock, and the hand walks from the
+/// oldest entry towards the newest, lowering the counter of each entry it passes and evicting
+/// the first whose counter is 0; past the newest it starts again from the oldest. Entries it
+/// keeps stay where they are, so a new key, which starts at the newest end, is reached within
+/// one pass of the hand: a key used once leaves soon, while an entry read often survives up
+/// to three passes. Two records refine where a new key starts (see ``admit(_:)``): a key the
+/// limits evicted recently came back too soon, and starts just behind the hand (a whole pass
+/// away); and when most new keys are keys evicted long ago (a loop over more keys than the
+/// store holds), new keys start at the hand, so that one position churns and the rest of the
+/// store stays put.
 @usableFromInline
 struct _Policy {
-  /// The CLOCK hand: the next ring position it looks at.
-  @usableFromInline var hand = 0
+  /// The hand: the ring position of the entry it looks at next, or -1 for the oldest.
+  @usableFromInline var hand = -1
+  /// The eviction order, per ring position: the next newer and the next older entry (-1:
+  /// none). Every entry is in it (but a new one waiting in `pendingAtHand`).
+  @usableFromInline var newer: [Int32] = []
+  @usableFromInline var older: [Int32] = []
+  @usableFromInline var newest = -1
+  @usableFromInline var oldest = -1
+  /// A new entry to place at the hand once its write's evictions are done, or -1.
+  @usableFromInline var pendingAtHand = -1
   @usableFromInline var totalCost = 0
   /// 0: no limit.
   @usableFromInline var countLimit = 0
@@ -46,8 +59,14 @@ struct _Policy {
   @usableFromInline var heapIndex: [Int32] = []
   /// Purges in progress: the ring is not packed while one walks it.
   @usableFromInline var purgesRunning = 0
-  /// The keys the limits evicted most recently (see ``_GhostKeys``).
+  /// The keys the limits evicted most recently (see ``_GhostKeys``): the last cache-ful.
   @usableFromInline var ghosts = _GhostKeys()
+  /// A sample of the keys the limits evicted (one in 16, by hash), over the last 12
+  /// cache-fuls of evictions: how a loop over more keys than the store holds is recognised.
+  @usableFromInline var sampledEvictions = _GhostKeys()
+  /// How often, lately, a new key of the sample was in `sampledEvictions`, in 65 536ths
+  /// (an exponential moving average over 128 such keys).
+  @usableFromInline var returnScore = 0
   @usableFromInline var evictions = StoreStatistics.Evictions()
   /// The deadline the expiry timer is armed for, if any.
   @usableFromInline var sweepArmedFor: Int64?
@@ -100,61 +119,179 @@ struct _Policy {
   @inlinable @inline(__always)
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     totalCost -= node.cost
+    if pendingAtHand == node.slot {
+      pendingAtHand = -1
+    } else {
+      unlink(node.slot)
+    }
     if node.expiresAt != .max { removeExpiry(at: Int(heapIndex[node.slot])) }
   }
 
   /// Forgets every entry (the store was emptied).
   @inlinable
   mutating func removeAll() {
-    hand = 0
+    hand = -1
+    newer = []
+    older = []
+    newest = -1
+    oldest = -1
+    pendingAtHand = -1
     totalCost = 0
     expiries = []
     heapIndex = []
   }
 
-  // MARK: Probation
-
-  /// How far ahead of the hand, as a fraction of the ring, a new key is placed when the store
-  /// is full: about the share of the cache in which it must be read to survive (S3-FIFO's
-  /// small queue). 1/20 measured best on the benchmark's traces.
-  @inlinable static var probationDivisor: Int { 20 }
+  // MARK: Eviction order
 
   /// Notes that the limits evicted the key whose hash is `hash`. O(1).
   @inlinable
   mutating func noteEvicted(hash: Int, count: Int) {
-    // Two and a half cache-fuls measured best on the benchmark's traces.
-    ghosts.ensureCapacity(5 * Swift.max(countLimit, count) / 2)
+    // Room for a quarter more than a cache-ful: a store limited by cost varies in count.
+    let room = Swift.max(countLimit, count) * 5 / 4
+    ghosts.ensureCapacity(room)
     ghosts.insert(_GhostKeys.fingerprint(hash))
+    if Self.isSampled(hash) {
+      sampledEvictions.ensureCapacity(Swift.max(16, room * 12 / 16))
+      sampledEvictions.insert(_GhostKeys.fingerprint(hash))
+    }
   }
 
-  /// Places the entry at ring position `from`, just inserted into a full store, where it gets
-  /// a short trial: ``probationDivisor``'s share of the
-  /// ring ahead of the hand, swapping places with the entry there. Unless its key was evicted
-  /// recently: it came back, and keeps its place behind the hand, a whole turn away. O(1).
+  /// Whether the key whose hash is `hash` is in the sample that recognises loops.
+  @inlinable @inline(__always)
+  static func isSampled(_ hash: Int) -> Bool { (hash >> 40) & 15 == 0 }
+
+  /// `returnScore` above which new keys start at the hand: 0.9.
+  @inlinable static var loopThreshold: Int { 58_982 }
+
+  /// Places `node`, an entry just inserted, in the eviction order. O(1).
   ///
-  /// Most keys seen once are never seen again; this way they leave after a twentieth of a turn
-  /// instead of a whole one, while the keys that return within 2.5 cache-fuls of evictions
-  /// are kept as long as any. With the ring's order, this makes the CLOCK as good as S3-FIFO
-  /// and W-TinyLFU on skewed traces while keeping its resistance to loops. Not while a purge
-  /// walks the ring (positions must stay put).
+  /// In a store without limits, or for a key not seen lately, at the newest end. A key the
+  /// limits evicted within the last cache-ful of evictions came back too soon: just behind
+  /// the hand, a whole pass away. While most new keys of the sample were evicted within the
+  /// last 12 cache-fuls (a loop over more keys than the store holds, which any order that
+  /// keeps the newest would miss entirely), new keys start at the hand instead, placed there
+  /// once the write's evictions are done (see ``placePendingEntry()``): the next eviction
+  /// takes the newest key unless it was read, and the rest of the store stays.
+  @inlinable @inline(__always)
+  mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int) {
+    let position = node.slot
+    ensureOrderCapacity(position)
+    guard countLimit | costLimit != 0 else { return linkNewest(position) }
+    // Safe: a node with metadata keeps its hash.
+    let hash = node.storedHash.unsafelyUnwrapped
+    // A cache-ful: the store's entries before this one.
+    let cacheful = Swift.max(countLimit, count - 1)
+    if Self.isSampled(hash) {
+      let returned = sampledEvictions.contains(
+        _GhostKeys.fingerprint(hash), within: cacheful * 12 / 16)
+      returnScore += ((returned ? 65_536 : 0) - returnScore) >> 7
+    }
+    if returnScore > Self.loopThreshold && hand >= 0 {
+      placePendingEntry()
+      pendingAtHand = position
+      return
+    }
+    if hand >= 0 && ghosts.contains(_GhostKeys.fingerprint(hash), within: cacheful) {
+      link(position, olderThan: hand)
+      return
+    }
+    linkNewest(position)
+  }
+
+  /// Places the entry waiting to start at the hand, if any: just newer than the hand, which
+  /// then points at it. O(1).
+  @inlinable @inline(__always)
+  mutating func placePendingEntry() {
+    let position = pendingAtHand
+    guard position >= 0 else { return }
+    pendingAtHand = -1
+    guard hand >= 0 else { return linkNewest(position) }
+    link(position, newerThan: hand)
+    hand = position
+  }
+
+  /// Makes room for ring position `position` in the order's arrays.
+  @inlinable @inline(__always)
+  mutating func ensureOrderCapacity(_ position: Int) {
+    guard newer.count <= position else { return }
+    let added = Swift.max(position + 1, 2 * newer.count) - newer.count
+    newer.append(contentsOf: repeatElement(-1, count: added))
+    older.append(contentsOf: repeatElement(-1, count: added))
+  }
+
+  /// Links the entry at `position` as the newest.
+  @inlinable @inline(__always)
+  mutating func linkNewest(_ position: Int) {
+    older[position] = Int32(truncatingIfNeeded: newest)
+    newer[position] = -1
+    if newest >= 0 { newer[newest] = Int32(truncatingIfNeeded: position) } else { oldest = position }
+    newest = position
+  }
+
+  /// Links the entry at `position` just older than the entry at `other`.
   @inlinable
-  mutating func placeOnProbation<Key, Value>(
-    at from: Int, in table: _ConcurrentTable<Key, Value>
-  ) {
-    let count = table.ringCount
-    guard purgesRunning == 0, count > Self.probationDivisor,
-      let node = table.ringNode(at: from),
-      !ghosts.contains(_GhostKeys.fingerprint(node.storedHash.unsafelyUnwrapped))
-    else { return }
-    var target = hand + count / Self.probationDivisor
-    if target >= count { target -= count }
-    guard target != from, let other = table.ringNode(at: target) else { return }
-    table.swapRingPositions(from, target)
-    // The expiry heap names entries by ring position: it follows them.
-    let movedIndex = node.expiresAt != .max ? heapIndex[from] : -1
-    let otherIndex = other.expiresAt != .max ? heapIndex[target] : -1
-    if movedIndex >= 0 { setHeapIndex(movedIndex, at: target) }
-    if otherIndex >= 0 { setHeapIndex(otherIndex, at: from) }
+  mutating func link(_ position: Int, olderThan other: Int) {
+    let before = Int(older[other])
+    older[position] = Int32(truncatingIfNeeded: before)
+    newer[position] = Int32(truncatingIfNeeded: other)
+    older[other] = Int32(truncatingIfNeeded: position)
+    if before >= 0 {
+      newer[before] = Int32(truncatingIfNeeded: position)
+    } else {
+      oldest = position
+    }
+  }
+
+  /// Links the entry at `position` just newer than the entry at `other`.
+  @inlinable
+  mutating func link(_ position: Int, newerThan other: Int) {
+    let after = Int(newer[other])
+    newer[position] = Int32(truncatingIfNeeded: after)
+    older[position] = Int32(truncatingIfNeeded: other)
+    newer[other] = Int32(truncatingIfNeeded: position)
+    if after >= 0 {
+      older[after] = Int32(truncatingIfNeeded: position)
+    } else {
+      newest = position
+    }
+  }
+
+  /// Takes the entry at `position` out of the order; the hand, if there, moves to the next
+  /// newer entry.
+  @inlinable @inline(__always)
+  mutating func unlink(_ position: Int) {
+    let before = Int(older[position])
+    let after = Int(newer[position])
+    if hand == position { hand = after }
+    if before >= 0 { newer[before] = Int32(truncatingIfNeeded: after) } else { oldest = after }
+    if after >= 0 { older[after] = Int32(truncatingIfNeeded: before) } else { newest = before }
+  }
+
+  /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
+  @inlinable
+  mutating func moveInOrder(from: Int, to: Int) {
+    if pendingAtHand == from {
+      pendingAtHand = to
+      return
+    }
+    ensureOrderCapacity(to)
+    let before = Int(older[from])
+    let after = Int(newer[from])
+    older[to] = Int32(truncatingIfNeeded: before)
+    newer[to] = Int32(truncatingIfNeeded: after)
+    if before >= 0 { newer[before] = Int32(truncatingIfNeeded: to) } else { oldest = to }
+    if after >= 0 { older[after] = Int32(truncatingIfNeeded: to) } else { newest = to }
+    if hand == from { hand = to }
+  }
+
+  /// Puts every entry of `table` in the order, oldest first by ring position: when entries
+  /// start carrying metadata. O(*n*).
+  @inlinable
+  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+      ensureOrderCapacity(position)
+      linkNewest(position)
+    }
   }
 
   /// Records that the heap item at `index` belongs to the entry at ring position `slot`.
@@ -168,17 +305,14 @@ struct _Policy {
   }
 
   /// Fills up to four holes of the table's ring with its last entries, unless a purge walks
-  /// it (positions must then stay put); keeps the hand, the expiry heap's positions and
-  /// `followed` (a ring position, or -1) in step. O(1).
+  /// it (positions must then stay put); keeps the eviction order, the hand and the expiry
+  /// heap's positions in step. O(1).
   @inlinable @inline(__always)
-  mutating func fillRingHoles<Key, Value>(
-    _ table: _ConcurrentTable<Key, Value>, following followed: inout Int
-  ) {
+  mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
     guard purgesRunning == 0, table.hasFreeRingPositions else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
-      if hand == from { hand = to }
-      if followed == from { followed = to }
+      moveInOrder(from: from, to: to)
       guard table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else { continue }
       setHeapIndex(heapIndex[from], at: to)
     }
@@ -283,12 +417,12 @@ struct _Policy {
   }
 
   /// The most entries the hand passes to find one victim: a bound on the work of one write,
-  /// whatever the counters (a full table of counters at 3 would otherwise take three turns).
+  /// whatever the counters (a store of counters at 3 would otherwise take three passes).
   @inlinable static var maximumHandSteps: Int { 256 }
 
-  /// The next entry the clock hand evicts, skipping the entry `protected` (the one being
-  /// written, named by its ring position, -1 for none) unless nothing else is left; the caller
-  /// removes it.
+  /// The next entry the hand evicts, skipping the entry `protected` (the one being written,
+  /// named by its ring position, -1 for none) unless nothing else is left; the caller removes
+  /// it (which moves the hand past it).
   ///
   /// The hand lowers each counter it passes and stops at the first entry whose counter is 0.
   /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
@@ -303,32 +437,35 @@ struct _Policy {
     in table: _ConcurrentTable<Key, Value>, protecting protected: Int, costOnly: Bool = false
   ) -> _Node<Key, Value>? {
     let count = table.stagedCount
-    guard count > 0 else { return nil }
+    var position = hand >= 0 ? hand : oldest
+    guard count > 0, position >= 0 else { return nil }
     var fallback: (node: _Node<Key, Value>, counter: UInt32)?
     var steps = 0
     var skipped = 0
-    let ringCount = table.ringCount
-    // Free positions (and, with `costOnly`, entries of cost 0) are skipped without counting;
-    // at most the whole ring is, so the loop ends.
-    while steps < Self.maximumHandSteps && skipped <= ringCount {
-      if hand >= ringCount { hand = 0 }
-      let position = hand
-      hand += 1
-      guard let node = table.ringNode(at: position), !costOnly || node.cost != 0 else {
+    // Entries of cost 0 (with `costOnly`) and the protected entry are skipped without
+    // counting; at most every entry is, so the loop ends.
+    while steps < Self.maximumHandSteps && skipped <= count {
+      // Safe: every position in the order holds an entry.
+      let node = table.ringNode(at: position).unsafelyUnwrapped
+      let next = newer[position] >= 0 ? Int(newer[position]) : oldest
+      if (costOnly && node.cost == 0) || position == protected {
+        if position == protected && count == 1 { return node }
         skipped += 1
-        continue
-      }
-      guard position != protected else {
-        if count == 1 { return node }
+        position = next
         continue
       }
       steps += 1
       let word = node.recency.pointee.load(ordering: .relaxed)
       let counter = word & 3
-      if counter == 0 { return node }
+      if counter == 0 {
+        hand = position
+        return node
+      }
       node.recency.pointee.store(word - 1, ordering: .relaxed)
       if fallback.map({ counter < $0.counter }) ?? true { fallback = (node, counter) }
+      position = next
     }
+    hand = position
     return fallback?.node
   }
 }
@@ -336,12 +473,13 @@ struct _Policy {
 extension _Policy: Sendable {}
 
 /// Fingerprints of the keys the limits evicted most recently: the last `capacity` of them,
-/// first in, first out, with a hash set of 32-bit fingerprints (open addressing, half full at
-/// most) to look them up. A key evicted and then written again while still remembered was
-/// evicted too early: the policy keeps it longer (S3-FIFO's ghost queue). Two fingerprints
-/// may collide (a chance of about one in 2³¹ per pair); the cost is one key kept longer.
+/// first in, first out, each with the number of its eviction, in a hash set (open addressing,
+/// half full at most) to look them up. A lookup can ask for the keys evicted within the last
+/// *n* evictions only, *n* up to `capacity`: a store whose count varies (a cost limit) asks
+/// for the last cache-ful exactly. Two fingerprints may collide (a chance of about one in 2³¹
+/// per pair); the cost is one key kept longer.
 ///
-/// Memory: 12 bytes per fingerprint of capacity, allocated at the first eviction. The set is
+/// Memory: 20 bytes per fingerprint of capacity, allocated at the first eviction. The set is
 /// allocated zeroed by the system (`calloc`), so that making room costs no write to all of
 /// it under the write lock: its pages are touched one at a time, by the insertions that reach
 /// them. The memory belongs to a ``_GhostStorage``; the record keeps its addresses, so that
@@ -357,10 +495,13 @@ struct _GhostKeys: @unchecked Sendable {
   @usableFromInline var queued = 0
   @usableFromInline var head = 0
   @usableFromInline private(set) var capacity = 0
-  /// Open addressing, linear probing; 0 is an empty slot. A fingerprint's home is its
-  /// fraction of `slotCount` (fingerprints are uniform), so the size need not be a power of
-  /// two: twice `capacity`. A fingerprint evicted twice is in it twice.
-  @usableFromInline var slots: UnsafeMutablePointer<UInt32>?
+  /// The number of the next insertion (wrapping).
+  @usableFromInline var insertions: UInt32 = 0
+  /// Open addressing, linear probing; 0 is an empty slot, else the insertion's number in the
+  /// high 32 bits and the fingerprint in the low ones. A fingerprint's home is its fraction
+  /// of `slotCount` (fingerprints are uniform), so the size need not be a power of two:
+  /// twice `capacity`. A fingerprint evicted twice is in it twice.
+  @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
   /// The size of `slots`.
   @inlinable var slotCount: Int { 2 * capacity }
   /// Owns `queue` and `slots`.
@@ -407,17 +548,27 @@ struct _GhostKeys: @unchecked Sendable {
     head = 0
   }
 
+  /// Whether `fingerprint` is among the last `window` inserted (all of them remembered, if
+  /// `window` is `capacity` or more).
   @inlinable
-  func contains(_ fingerprint: UInt32) -> Bool {
+  func contains(_ fingerprint: UInt32, within window: Int) -> Bool {
     guard let slots else { return false }
     var index = home(fingerprint)
     while true {
       let found = slots[index]
-      if found == fingerprint { return true }
       if found == 0 { return false }
+      if UInt32(truncatingIfNeeded: found) == fingerprint
+        && Int(insertions &- UInt32(truncatingIfNeeded: found >> 32)) <= window
+      {
+        return true
+      }
       index = following(index)
     }
   }
+
+  /// Whether `fingerprint` is remembered.
+  @inlinable
+  func contains(_ fingerprint: UInt32) -> Bool { contains(fingerprint, within: capacity) }
 
   /// Remembers `fingerprint`, forgetting the oldest if full; room must have been made. O(1)
   /// expected.
@@ -428,22 +579,25 @@ struct _GhostKeys: @unchecked Sendable {
       queue[queued] = fingerprint
       queued += 1
     } else {
-      remove(queue[head])
+      // The oldest was inserted `capacity` insertions ago.
+      remove(queue[head], number: insertions &- UInt32(truncatingIfNeeded: capacity))
       queue[head] = fingerprint
       head = head + 1 == capacity ? 0 : head + 1
     }
     var index = home(fingerprint)
     while slots[index] != 0 { index = following(index) }
-    slots[index] = fingerprint
+    slots[index] = UInt64(insertions) << 32 | UInt64(fingerprint)
+    insertions &+= 1
   }
 
-  /// Removes one occurrence of `fingerprint` from the set, shifting the entries after it
-  /// back so that every probe sequence stays unbroken.
+  /// Removes the slot of `fingerprint` inserted as number `number`, shifting the slots after
+  /// it back so that every probe sequence stays unbroken.
   @inlinable
-  mutating func remove(_ fingerprint: UInt32) {
+  mutating func remove(_ fingerprint: UInt32, number: UInt32) {
     guard let slots else { return }
+    let entry = UInt64(number) << 32 | UInt64(fingerprint)
     var hole = home(fingerprint)
-    while slots[hole] != fingerprint {
+    while slots[hole] != entry {
       if slots[hole] == 0 { return }
       hole = following(hole)
     }
@@ -452,7 +606,7 @@ struct _GhostKeys: @unchecked Sendable {
       index = following(index)
       let moved = slots[index]
       if moved == 0 { break }
-      let home = home(moved)
+      let home = home(UInt32(truncatingIfNeeded: moved))
       // `moved` may fill the hole unless its home lies cyclically in (hole, index].
       let staysPut = hole <= index ? (hole < home && home <= index) : (hole < home || home <= index)
       if !staysPut {
@@ -468,15 +622,15 @@ struct _GhostKeys: @unchecked Sendable {
 @usableFromInline
 final class _GhostStorage {
   @usableFromInline let queue: UnsafeMutablePointer<UInt32>
-  @usableFromInline let slots: UnsafeMutablePointer<UInt32>
+  @usableFromInline let slots: UnsafeMutablePointer<UInt64>
 
   @usableFromInline
   init(capacity: Int, slotCount: Int) {
-    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 4) else {
+    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 8) else {
       fatalError("out of memory for \(capacity) evicted keys")
     }
     self.queue = queue.bindMemory(to: UInt32.self, capacity: capacity)
-    self.slots = slots.bindMemory(to: UInt32.self, capacity: slotCount)
+    self.slots = slots.bindMemory(to: UInt64.self, capacity: slotCount)
   }
 
   deinit {

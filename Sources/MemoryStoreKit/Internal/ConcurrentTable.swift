@@ -1092,18 +1092,6 @@ extension _ConcurrentTable {
     return writer.pointee.ring.count - 1
   }
 
-  /// Swaps the entries at ring positions `a` and `b` (both entries). Write lock held.
-  @inlinable
-  func swapRingPositions(_ a: Int, _ b: Int) {
-    let writer = _writer.pointer
-    let first = writer.pointee.ring[a]
-    let second = writer.pointee.ring[b]
-    writer.pointee.ring[a] = second
-    writer.pointee.ring[b] = first
-    _Node<Key, Value>(bits: first).unsafelyUnwrapped.slot = b
-    _Node<Key, Value>(bits: second).unsafelyUnwrapped.slot = a
-  }
-
   /// Fills one hole of the ring with its last entry, after dropping the holes at its end, and
   /// returns the positions the entry moved from and to; `nil` when no hole is left. Called a
   /// few times per write, so that the ring shrinks back after many removals without ever
