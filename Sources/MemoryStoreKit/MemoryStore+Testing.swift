@@ -107,7 +107,9 @@ extension MemoryStore {
         position = Int(policy.newer[position])
       }
       if previous != policy.newest { return "the eviction order does not end at its newest" }
-      if ordered != inRing { return "the eviction order has \(ordered) entries, the ring \(inRing)" }
+      if ordered != inRing {
+        return "the eviction order has \(ordered) entries, the ring \(inRing)"
+      }
       if !handSeen { return "the hand is not on an entry" }
       return nil
     }

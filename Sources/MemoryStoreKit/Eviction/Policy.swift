@@ -224,7 +224,11 @@ struct _Policy {
   mutating func linkNewest(_ position: Int) {
     older[position] = Int32(truncatingIfNeeded: newest)
     newer[position] = -1
-    if newest >= 0 { newer[newest] = Int32(truncatingIfNeeded: position) } else { oldest = position }
+    if newest >= 0 {
+      newer[newest] = Int32(truncatingIfNeeded: position)
+    } else {
+      oldest = position
+    }
     newest = position
   }
 
