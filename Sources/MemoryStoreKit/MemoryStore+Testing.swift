@@ -99,12 +99,12 @@ extension MemoryStore {
       var handSeen = policy.hand < 0
       while position >= 0 {
         guard ordered < inRing, _table.ringNode(at: position) != nil,
-          Int(policy.older[position]) == previous
+          Int(policy.links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }
         if position == policy.hand { handSeen = true }
         ordered += 1
         previous = position
-        position = Int(policy.newer[position])
+        position = Int(policy.links.newer(position))
       }
       if previous != policy.newest { return "the eviction order does not end at its newest" }
       if ordered != inRing {

@@ -33,8 +33,7 @@ struct _Policy {
   @usableFromInline var hand = -1
   /// The eviction order, per ring position: the next newer and the next older entry (-1:
   /// none). Every entry is in it (but a new one waiting in `pendingAtHand`).
-  @usableFromInline var newer: [Int32] = []
-  @usableFromInline var older: [Int32] = []
+  @usableFromInline var links = _OrderLinks()
   @usableFromInline var newest = -1
   @usableFromInline var oldest = -1
   /// A new entry to place at the hand once its write's evictions are done, or -1.
@@ -131,8 +130,7 @@ struct _Policy {
   @inlinable
   mutating func removeAll() {
     hand = -1
-    newer = []
-    older = []
+    links = _OrderLinks()
     newest = -1
     oldest = -1
     pendingAtHand = -1
@@ -210,22 +208,19 @@ struct _Policy {
     hand = position
   }
 
-  /// Makes room for ring position `position` in the order's arrays.
+  /// Makes room for ring position `position` in the order's links.
   @inlinable @inline(__always)
   mutating func ensureOrderCapacity(_ position: Int) {
-    guard newer.count <= position else { return }
-    let added = Swift.max(position + 1, 2 * newer.count) - newer.count
-    newer.append(contentsOf: repeatElement(-1, count: added))
-    older.append(contentsOf: repeatElement(-1, count: added))
+    if position >= links.capacity { links.grow(toHold: position) }
   }
 
   /// Links the entry at `position` as the newest.
   @inlinable @inline(__always)
   mutating func linkNewest(_ position: Int) {
-    older[position] = Int32(truncatingIfNeeded: newest)
-    newer[position] = -1
+    links.setOlder(position, Int32(truncatingIfNeeded: newest))
+    links.setNewer(position, -1)
     if newest >= 0 {
-      newer[newest] = Int32(truncatingIfNeeded: position)
+      links.setNewer(newest, Int32(truncatingIfNeeded: position))
     } else {
       oldest = position
     }
@@ -235,12 +230,12 @@ struct _Policy {
   /// Links the entry at `position` just older than the entry at `other`.
   @inlinable
   mutating func link(_ position: Int, olderThan other: Int) {
-    let before = Int(older[other])
-    older[position] = Int32(truncatingIfNeeded: before)
-    newer[position] = Int32(truncatingIfNeeded: other)
-    older[other] = Int32(truncatingIfNeeded: position)
+    let before = Int(links.older(other))
+    links.setOlder(position, Int32(truncatingIfNeeded: before))
+    links.setNewer(position, Int32(truncatingIfNeeded: other))
+    links.setOlder(other, Int32(truncatingIfNeeded: position))
     if before >= 0 {
-      newer[before] = Int32(truncatingIfNeeded: position)
+      links.setNewer(before, Int32(truncatingIfNeeded: position))
     } else {
       oldest = position
     }
@@ -249,12 +244,12 @@ struct _Policy {
   /// Links the entry at `position` just newer than the entry at `other`.
   @inlinable
   mutating func link(_ position: Int, newerThan other: Int) {
-    let after = Int(newer[other])
-    newer[position] = Int32(truncatingIfNeeded: after)
-    older[position] = Int32(truncatingIfNeeded: other)
-    newer[other] = Int32(truncatingIfNeeded: position)
+    let after = Int(links.newer(other))
+    links.setNewer(position, Int32(truncatingIfNeeded: after))
+    links.setOlder(position, Int32(truncatingIfNeeded: other))
+    links.setNewer(other, Int32(truncatingIfNeeded: position))
     if after >= 0 {
-      older[after] = Int32(truncatingIfNeeded: position)
+      links.setOlder(after, Int32(truncatingIfNeeded: position))
     } else {
       newest = position
     }
@@ -264,11 +259,19 @@ struct _Policy {
   /// newer entry.
   @inlinable @inline(__always)
   mutating func unlink(_ position: Int) {
-    let before = Int(older[position])
-    let after = Int(newer[position])
+    let before = Int(links.older(position))
+    let after = Int(links.newer(position))
     if hand == position { hand = after }
-    if before >= 0 { newer[before] = Int32(truncatingIfNeeded: after) } else { oldest = after }
-    if after >= 0 { older[after] = Int32(truncatingIfNeeded: before) } else { newest = before }
+    if before >= 0 {
+      links.setNewer(before, Int32(truncatingIfNeeded: after))
+    } else {
+      oldest = after
+    }
+    if after >= 0 {
+      links.setOlder(after, Int32(truncatingIfNeeded: before))
+    } else {
+      newest = before
+    }
   }
 
   /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
@@ -279,12 +282,12 @@ struct _Policy {
       return
     }
     ensureOrderCapacity(to)
-    let before = Int(older[from])
-    let after = Int(newer[from])
-    older[to] = Int32(truncatingIfNeeded: before)
-    newer[to] = Int32(truncatingIfNeeded: after)
-    if before >= 0 { newer[before] = Int32(truncatingIfNeeded: to) } else { oldest = to }
-    if after >= 0 { older[after] = Int32(truncatingIfNeeded: to) } else { newest = to }
+    let before = Int(links.older(from))
+    let after = Int(links.newer(from))
+    links.setOlder(to, Int32(truncatingIfNeeded: before))
+    links.setNewer(to, Int32(truncatingIfNeeded: after))
+    if before >= 0 { links.setNewer(before, Int32(truncatingIfNeeded: to)) } else { oldest = to }
+    if after >= 0 { links.setOlder(after, Int32(truncatingIfNeeded: to)) } else { newest = to }
     if hand == from { hand = to }
   }
 
@@ -451,7 +454,8 @@ struct _Policy {
     while steps < Self.maximumHandSteps && skipped <= count {
       // Safe: every position in the order holds an entry.
       let node = table.ringNode(at: position).unsafelyUnwrapped
-      let next = newer[position] >= 0 ? Int(newer[position]) : oldest
+      let newer = Int(links.newer(position))
+      let next = newer >= 0 ? newer : oldest
       if (costOnly && node.cost == 0) || position == protected {
         if position == protected && count == 1 { return node }
         skipped += 1
@@ -475,6 +479,76 @@ struct _Policy {
 }
 
 extension _Policy: Sendable {}
+
+/// The links of the eviction order: per ring position, the next newer and the next older
+/// entry, side by side (one cache line serves both), in memory of its own, so that using it
+/// costs no reference counting, no exclusivity check and no uniqueness check of an array.
+///
+/// Memory: 8 bytes per ring position. A position's links are meaningful only while its
+/// entry is in the order.
+@usableFromInline
+struct _OrderLinks: @unchecked Sendable {
+  // Safe: a store's links live in its `_Policy`, which only the write lock holder reads or
+  // writes; copies taken out of it (by a check for tests) only read it under the same lock.
+
+  /// Newer in the low 32 bits, older in the high ones, per position.
+  @usableFromInline var base: UnsafeMutablePointer<UInt64>?
+  @usableFromInline private(set) var capacity = 0
+  /// Owns `base`.
+  @usableFromInline var storage: _OrderStorage?
+
+  @inlinable init() {}
+
+  @inlinable @inline(__always)
+  func newer(_ position: Int) -> Int32 {
+    Int32(truncatingIfNeeded: base.unsafelyUnwrapped[position])
+  }
+
+  @inlinable @inline(__always)
+  func older(_ position: Int) -> Int32 {
+    Int32(truncatingIfNeeded: base.unsafelyUnwrapped[position] >> 32)
+  }
+
+  @inlinable @inline(__always)
+  func setNewer(_ position: Int, _ newer: Int32) {
+    let word = base.unsafelyUnwrapped[position]
+    base.unsafelyUnwrapped[position] =
+      word & 0xFFFF_FFFF_0000_0000 | UInt64(UInt32(bitPattern: newer))
+  }
+
+  @inlinable @inline(__always)
+  func setOlder(_ position: Int, _ older: Int32) {
+    let word = base.unsafelyUnwrapped[position]
+    base.unsafelyUnwrapped[position] =
+      word & 0xFFFF_FFFF | UInt64(UInt32(bitPattern: older)) << 32
+  }
+
+  /// Grows to hold position `position` at least, keeping the links. O(capacity), amortised
+  /// O(1) per position (it at least doubles).
+  @inlinable
+  mutating func grow(toHold position: Int) {
+    let newCapacity = Swift.max(position + 1, 2 * capacity, 64)
+    let storage = _OrderStorage(capacity: newCapacity)
+    if let base { storage.base.update(from: base, count: capacity) }
+    self.storage = storage
+    base = storage.base
+    capacity = newCapacity
+  }
+}
+
+/// The memory of an ``_OrderLinks``, freed with the last copy of the record.
+@usableFromInline
+final class _OrderStorage {
+  @usableFromInline let base: UnsafeMutablePointer<UInt64>
+
+  @usableFromInline
+  init(capacity: Int) {
+    base = .allocate(capacity: capacity)
+    base.initialize(repeating: 0, count: capacity)
+  }
+
+  deinit { base.deallocate() }
+}
 
 /// Fingerprints of the keys the limits evicted most recently: the last `capacity` of them,
 /// first in, first out, each with the number of its eviction, in a hash set (open addressing,
