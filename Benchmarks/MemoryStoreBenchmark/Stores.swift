@@ -77,7 +77,7 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .memorystoreBatches:
       "the same with change batches on: 100 ms interval, one observe subscriber"
     case .memorystoreLimited:
-      "the same with countLimit = the key count: reads note recency (CLOCK), writes keep records"
+      "the same with countLimit = the key count: reads note recency, writes keep the order"
     case .memorystoreEvicting:
       "the same with countLimit = half the key count: about half the writes insert a key and "
         + "evict one"

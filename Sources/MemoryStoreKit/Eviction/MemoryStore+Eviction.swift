@@ -147,17 +147,19 @@ extension MemoryStore {
   /// ```
   ///
   /// Enforced strictly: when a write returns, the store is within the limit. The write that
-  /// goes over it evicts the entry the CLOCK hand picks — the least recently used, in
-  /// approximation; an entry read often survives up to three turns of the hand (see
-  /// <doc:Eviction>) — never the entry being written, unless it is the only one left.
+  /// goes over it evicts the entry the eviction order picks — SIEVE's: the oldest entry not
+  /// read since the hand last passed it; an entry read often survives up to three passes of
+  /// the hand (see <doc:Eviction>) — never the entry being written, unless it is the only one
+  /// left.
   /// Each entry has a counter of its own. Lowering the limit evicts at once, in chunks.
   /// Evictions appear in change batches with reason ``ChangeReason/evictedByCountLimit``.
   ///
   /// Setting a limit makes entries carry their metadata in their nodes (16 bytes each, more
   /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
-  /// atomic load per hit, and a store only when the entry's counter changes). Once it evicts,
-  /// the limit remembers the keys it evicted last (12 bytes per key, 2.5 times the limit of
-  /// them). Setting the first limit on a large store is O(*n*). Thread-safe.
+  /// atomic load per hit, and a store only when the entry's counter changes); the eviction
+  /// order takes 8 bytes per entry. Once it evicts, the limit remembers the keys it evicted
+  /// last (about 31 bytes per entry of the limit). Setting the first limit on a large store is
+  /// O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }
     set { _setLimit(\.countLimit, to: newValue) }
@@ -340,7 +342,7 @@ extension MemoryStore {
     if let node, node.hasMetadata { _noteRead(node) }
   }
 
-  /// Raises the entry's CLOCK counter (to at most 3) and records the current second, storing
+  /// Raises the entry's counter (to at most 3) and records the current second, storing
   /// only when that changes the word, so hot entries cost a load and no write.
   ///
   /// A read racing a rewrite of the entry may raise the node being replaced, after the writer
