@@ -12,7 +12,7 @@ import Synchronization
 
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the
 /// store's write lock. What it knows of each entry lives in the entry's node (see
-/// ``_EntryMetadata``); it keeps only totals, the expiry heap and the CLOCK hand, and every
+/// ``_EntryMetadata``); it keeps only totals, the expiry heap, the eviction order and its hand, and every
 /// write of a store with a policy updates them in the same critical section.
 ///
 /// Eviction order is **SIEVE with a 2-bit reference counter**: entries are kept in the order

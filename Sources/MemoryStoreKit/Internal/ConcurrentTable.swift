@@ -203,8 +203,8 @@ struct _TableWriter {
   /// The version of the write that copied every entry with metadata when it was set (0: no
   /// entry was copied): entries it copied got new nodes, without any change of value.
   @usableFromInline var metadataCopiesVersion: UInt64 = 0
-  /// The current node of every entry, by its `slot` (0: a free position): the order the
-  /// policy's CLOCK hand walks, and how it and a purge reach entries without hashing.
+  /// The current node of every entry, by its `slot` (0: a free position): how the policy
+  /// (its eviction order, its expiry heap) and a purge reach entries without hashing.
   @usableFromInline var ring: ContiguousArray<Int> = []
   /// Free positions of `ring`: every hole once, and maybe positions at or past its end (the
   /// ring was shortened since), which are skipped when taken.
