@@ -86,6 +86,49 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func theOrderHoldsEveryEntryOnceThroughEveryKindOfWrite() {
+    // Every write that adds, moves or removes entries, at random, with the limits changing:
+    // after each, the eviction order holds every entry once (and the totals, the heap and
+    // the limits hold; see `_policyMismatch`).
+    let clock = ManualScheduler()
+    let store = MemoryStore<Int, Int>(name: "order", scheduler: clock) { key, _, _ in
+      key % 5 == 0
+    }
+    store.evictionInterval = .zero
+    store.countLimit = 200
+    var random = SplitMix64(seed: 21)
+    for step in 0..<12_000 {
+      let key = random.below(step < 8_000 ? 1_000 : 150)
+      switch random.below(100) {
+      case 0..<40: store[key] = step
+      case 40..<50:
+        store.setValue(
+          step, forKey: key, cost: random.below(30),
+          timeToLive: random.below(2) == 0 ? nil : .seconds(Int64(random.below(5) + 1)))
+      case 50..<62: store[key] = nil
+      case 62..<70: _ = store[key]
+      case 70..<75:
+        store.addEntries(Dictionary((0..<6).map { ($0 * 37 + key, step) }, uniquingKeysWith: max))
+      case 75..<78: store.removeValues(forKeys: (0..<4).map { $0 * 11 + key })
+      case 78..<81: _ = store.touch(key, timeToLive: .seconds(3))
+      case 81..<84: clock.advance(by: .seconds(1))
+      case 84: _ = store.purgeEvictableItems()
+      case 85: store.handleMemoryPressure(.warning)
+      case 86: if random.below(20) == 0 { store.removeAll() }
+      case 87:
+        store.countLimit = [nil, 50, 200, 600][random.below(4)]
+      case 88:
+        store.costLimit = [nil, 300, 2_000][random.below(3)]
+      default: _ = store.value(forKey: key) { step }
+      }
+      if let mismatch = store._policyMismatch() {
+        Issue.record("step \(step): \(mismatch)")
+        break
+      }
+    }
+    store._checkInvariants()
+  }
+
   @Test func everyWriteKeepsItsOwnEntryWhileTheTableGrows() {
     // Growth copies nodes while writes evict: the entry a write sets must survive that write
     // whichever copy of it the table holds.
