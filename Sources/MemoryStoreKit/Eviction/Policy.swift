@@ -214,64 +214,51 @@ struct _Policy {
     if position >= links.capacity { links.grow(toHold: position) }
   }
 
+  /// Makes the entry at `newer` follow the one at `older` in the order; -1 for either end
+  /// (`newer` becomes the oldest, or `older` the newest).
+  @inlinable @inline(__always)
+  mutating func connect(_ older: Int, _ newer: Int) {
+    if older >= 0 {
+      links.setNewer(older, Int32(truncatingIfNeeded: newer))
+    } else {
+      oldest = newer
+    }
+    if newer >= 0 {
+      links.setOlder(newer, Int32(truncatingIfNeeded: older))
+    } else {
+      newest = older
+    }
+  }
+
   /// Links the entry at `position` as the newest.
   @inlinable @inline(__always)
   mutating func linkNewest(_ position: Int) {
-    links.setOlder(position, Int32(truncatingIfNeeded: newest))
-    links.setNewer(position, -1)
-    if newest >= 0 {
-      links.setNewer(newest, Int32(truncatingIfNeeded: position))
-    } else {
-      oldest = position
-    }
-    newest = position
+    connect(newest, position)
+    connect(position, -1)
   }
 
   /// Links the entry at `position` just older than the entry at `other`.
   @inlinable
   mutating func link(_ position: Int, olderThan other: Int) {
-    let before = Int(links.older(other))
-    links.setOlder(position, Int32(truncatingIfNeeded: before))
-    links.setNewer(position, Int32(truncatingIfNeeded: other))
-    links.setOlder(other, Int32(truncatingIfNeeded: position))
-    if before >= 0 {
-      links.setNewer(before, Int32(truncatingIfNeeded: position))
-    } else {
-      oldest = position
-    }
+    connect(Int(links.older(other)), position)
+    connect(position, other)
   }
 
   /// Links the entry at `position` just newer than the entry at `other`.
   @inlinable
   mutating func link(_ position: Int, newerThan other: Int) {
     let after = Int(links.newer(other))
-    links.setNewer(position, Int32(truncatingIfNeeded: after))
-    links.setOlder(position, Int32(truncatingIfNeeded: other))
-    links.setNewer(other, Int32(truncatingIfNeeded: position))
-    if after >= 0 {
-      links.setOlder(after, Int32(truncatingIfNeeded: position))
-    } else {
-      newest = position
-    }
+    connect(other, position)
+    connect(position, after)
   }
 
   /// Takes the entry at `position` out of the order; the hand, if there, moves to the next
   /// newer entry.
   @inlinable @inline(__always)
   mutating func unlink(_ position: Int) {
-    let before = Int(links.older(position))
     let after = Int(links.newer(position))
     if hand == position { hand = after }
-    if before >= 0 {
-      links.setNewer(before, Int32(truncatingIfNeeded: after))
-    } else {
-      oldest = after
-    }
-    if after >= 0 {
-      links.setOlder(after, Int32(truncatingIfNeeded: before))
-    } else {
-      newest = before
-    }
+    connect(Int(links.older(position)), after)
   }
 
   /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
@@ -282,12 +269,9 @@ struct _Policy {
       return
     }
     ensureOrderCapacity(to)
-    let before = Int(links.older(from))
     let after = Int(links.newer(from))
-    links.setOlder(to, Int32(truncatingIfNeeded: before))
-    links.setNewer(to, Int32(truncatingIfNeeded: after))
-    if before >= 0 { links.setNewer(before, Int32(truncatingIfNeeded: to)) } else { oldest = to }
-    if after >= 0 { links.setOlder(after, Int32(truncatingIfNeeded: to)) } else { newest = to }
+    connect(Int(links.older(from)), to)
+    connect(to, after)
     if hand == from { hand = to }
   }
 
