@@ -295,12 +295,16 @@ struct _Policy {
     expiries[Int(index)].slot = slot
   }
 
-  /// Fills up to four holes of the table's ring with its last entries, unless a purge walks
-  /// it (positions must then stay put); keeps the eviction order, the hand and the expiry
-  /// heap's positions in step. O(1).
+  /// Fills up to four holes of the table's ring with its last entries once there are more
+  /// than a sixteenth of the ring (and 16), unless a purge walks it (positions must then stay
+  /// put); keeps the eviction order, the hand and the expiry heap's positions in step. O(1).
   @inlinable @inline(__always)
   mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
-    guard purgesRunning == 0, table.hasFreeRingPositions else { return }
+    // A few holes are left for the next insertions to take (an evicting write leaves one for
+    // the next): filling them would move an entry per eviction for nothing.
+    guard purgesRunning == 0,
+      table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
+    else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
       moveInOrder(from: from, to: to)

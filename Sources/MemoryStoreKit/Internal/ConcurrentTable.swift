@@ -1080,6 +1080,11 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   var hasFreeRingPositions: Bool { !_writer.pointer.pointee.freeSlots.isEmpty }
 
+  /// The number of the ring's free positions (holes, and maybe stale ones past its end).
+  /// Write lock held.
+  @inlinable @inline(__always)
+  var freeRingPositionCount: Int { _writer.pointer.pointee.freeSlots.count }
+
   /// A free ring position for a new entry: a hole, or a new position at the end. Write lock
   /// held.
   @inlinable @inline(__always)
