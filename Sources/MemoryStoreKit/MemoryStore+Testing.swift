@@ -153,12 +153,13 @@ extension MemoryStore {
 
 @_spi(Testing)
 extension MemoryStore {
-  /// How many evicted keys the count limit's record holds, and how many it has room for. Not
-  /// part of the supported API.
+  /// How many of the last evictions the limits' record covers (the keys noted, up to its
+  /// capacity; a few may have been pushed out early), and how many it can cover. Not part of
+  /// the supported API.
   public var _rememberedEvictions: (count: Int, capacity: Int) {
     _writeLock.withLock {
       let ghosts = _policy.pointer.pointee.ghosts
-      return (ghosts.queued, ghosts.capacity)
+      return (Swift.min(ghosts.inserted, ghosts.capacity), ghosts.capacity)
     }
   }
 }

@@ -174,35 +174,46 @@ import Testing
     #expect(store._rememberedEvictions.count == 20)
   }
 
-  @Test func evictedKeysAreRememberedFirstInFirstOutWithRepeatsAndWindows() {
+  @Test func evictedKeysAreRememberedTwoPerBucketNewestFirstWithinWindows() {
     var ghosts = _GhostKeys()
-    ghosts.ensureCapacity(20)
-    #expect(ghosts.capacity == 20)
-    // A fingerprint's home is its fraction of the set's 40 slots.
-    #expect([0, 1 << 31, UInt32.max].map(ghosts.home) == [0, 20, 39])
-    var reference: [UInt32] = []
+    ghosts.ensureCapacity(32)
+    #expect(ghosts.capacity == 32)
+    // 1.25 slots per fingerprint of capacity: 21 buckets of two. A fingerprint's bucket is
+    // its fraction of the bucket count.
+    #expect(ghosts.bucketCount == 21)
+    #expect([0, 1 << 31, UInt32.max].map(ghosts.bucket) == [0, 20, 40])
+    // A model: per bucket, the insertion numbers of its fingerprints, at most two, the newest
+    // kept (a fingerprint already there is renumbered in place).
+    var model: [Int: [(fingerprint: UInt32, number: Int)]] = [:]
     var random = SplitMix64(seed: 7)
-    for _ in 0..<5_000 {
-      // Few distinct fingerprints, so that repeats and long probe chains occur; half of them
-      // home at the last slot, so that chains wrap round the end of the set.
-      let pick = UInt32(random.below(60))
-      let fingerprint = pick < 30 ? pick * 2 + 1 : UInt32.max - (pick - 30) * 2
+    let candidates = (0..<90).map { UInt32($0) &* 47_721_859 | 1 }
+    for number in 0..<5_000 {
+      let fingerprint = candidates[random.below(candidates.count)]
       ghosts.insert(fingerprint)
-      reference.append(fingerprint)
-      if reference.count > 20 { reference.removeFirst() }
-      for candidate in (0..<30).map({ UInt32($0) * 2 + 1 })
-        + (0..<30).map({ UInt32.max - UInt32($0) * 2 })
-      {
-        #expect(ghosts.contains(candidate) == reference.contains(candidate))
-        // Within a window: among the last 7 inserted only.
-        #expect(
-          ghosts.contains(candidate, within: 7) == reference.suffix(7).contains(candidate))
+      let bucket = ghosts.bucket(fingerprint)
+      var slots = model[bucket, default: []]
+      if let index = slots.firstIndex(where: { $0.fingerprint == fingerprint }) {
+        slots[index].number = number
+      } else if slots.count < 2 {
+        slots.append((fingerprint, number))
+      } else {
+        let older = slots[0].number < slots[1].number ? 0 : 1
+        slots[older] = (fingerprint, number)
       }
-      #expect(ghosts.occupiedCount == reference.count)
+      model[bucket] = slots
+      for candidate in candidates {
+        let numbers = model[ghosts.bucket(candidate), default: []]
+          .filter { $0.fingerprint == candidate }.map(\.number)
+        for window in [1, 7, 32] {
+          let expected = numbers.contains { number + 1 - $0 <= window }
+          #expect(ghosts.contains(candidate, within: window) == expected)
+        }
+      }
     }
+    #expect(ghosts.rememberedCount > 0)
     // Growing forgets, and at least doubles.
-    ghosts.ensureCapacity(30)
-    #expect(ghosts.capacity == 40)
-    #expect(!ghosts.contains(reference[0]))
+    ghosts.ensureCapacity(40)
+    #expect(ghosts.capacity == 64)
+    #expect(candidates.allSatisfy { !ghosts.contains($0) })
   }
 }

@@ -149,7 +149,9 @@ struct _Policy {
     ghosts.ensureCapacity(room)
     ghosts.insert(_GhostKeys.fingerprint(hash))
     if Self.isSampled(hash) {
-      sampledEvictions.ensureCapacity(Swift.max(16, room * 12 / 16))
+      // Room for all of them, nearly: a loop is recognised only if most come back in time.
+      sampledEvictions.ensureCapacity(
+        Swift.max(16, room * 12 / 16), slotsPerFourFingerprints: 12)
       sampledEvictions.insert(_GhostKeys.fingerprint(hash))
     }
   }
@@ -538,39 +540,39 @@ final class _OrderStorage {
   deinit { base.deallocate() }
 }
 
-/// Fingerprints of the keys the limits evicted most recently: the last `capacity` of them,
-/// first in, first out, each with the number of its eviction, in a hash set (open addressing,
-/// half full at most) to look them up. A lookup can ask for the keys evicted within the last
-/// *n* evictions only, *n* up to `capacity`: a store whose count varies (a cost limit) asks
-/// for the last cache-ful exactly. Two fingerprints may collide (a chance of about one in 2³¹
-/// per pair); the cost is one key kept longer.
+/// Fingerprints of the keys the limits evicted most recently, each with the number of its
+/// eviction, in a two-way set-associative table: a fingerprint goes to one bucket of two slots
+/// (its fraction of the bucket count), in place of the older of the two. A lookup asks for the
+/// keys evicted within the last *n* evictions, *n* up to `capacity`: a store whose count
+/// varies (a cost limit) asks for the last cache-ful exactly. The table holds 1.25 slots per
+/// fingerprint of `capacity`, so a fingerprint may be pushed out early by two later ones of
+/// its bucket: the record forgets a little, at random, which measured no worse than an exact
+/// one, and it costs one bucket, in one cache line, per insertion and per lookup, with nothing
+/// to remove. Two keys may share a fingerprint (a chance of about one in 2³¹ per pair); the
+/// cost is one key kept longer.
 ///
-/// Memory: 20 bytes per fingerprint of capacity, allocated at the first eviction. The set is
-/// allocated zeroed by the system (`calloc`), so that making room costs no write to all of
-/// it under the write lock: its pages are touched one at a time, by the insertions that reach
-/// them. The memory belongs to a ``_GhostStorage``; the record keeps its addresses, so that
-/// using it costs no reference counting and no exclusivity check.
+/// Memory: 10 bytes per fingerprint of capacity, allocated at the first eviction, zeroed by
+/// the system (`calloc`), so that making room costs no write to all of it under the write
+/// lock: its pages are touched one at a time, by the insertions that reach them. The memory
+/// belongs to a ``_GhostStorage``; the record keeps its address, so that using it costs no
+/// reference counting and no exclusivity check.
 @usableFromInline
 struct _GhostKeys: @unchecked Sendable {
   // Safe: a store's record lives in its `_Policy`, which only the write lock holder reads or
   // writes; the one copy taken out of it (by `handleMemoryPressure`, to free the memory after
   // the lock is released) is only released, never used.
 
-  /// The remembered fingerprints in the order they came, oldest at `head` once full.
-  @usableFromInline var queue: UnsafeMutablePointer<UInt32>?
-  @usableFromInline var queued = 0
-  @usableFromInline var head = 0
+  /// Two slots per bucket; 0 is an empty slot, else the insertion's number in the high 32
+  /// bits and the fingerprint in the low ones.
+  @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
+  @usableFromInline var bucketCount = 0
+  /// The most recent insertions a lookup may ask about.
   @usableFromInline private(set) var capacity = 0
   /// The number of the next insertion (wrapping).
   @usableFromInline var insertions: UInt32 = 0
-  /// Open addressing, linear probing; 0 is an empty slot, else the insertion's number in the
-  /// high 32 bits and the fingerprint in the low ones. A fingerprint's home is its fraction
-  /// of `slotCount` (fingerprints are uniform), so the size need not be a power of two:
-  /// twice `capacity`. A fingerprint evicted twice is in it twice.
-  @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
-  /// The size of `slots`.
-  @inlinable var slotCount: Int { 2 * capacity }
-  /// Owns `queue` and `slots`.
+  /// Insertions since the memory was made, for tests.
+  @usableFromInline var inserted = 0
+  /// Owns `slots`.
   @usableFromInline var storage: _GhostStorage?
 
   @inlinable init() {}
@@ -581,126 +583,94 @@ struct _GhostKeys: @unchecked Sendable {
     UInt32(truncatingIfNeeded: hash ^ (hash >> 32)) | 1
   }
 
-  /// The slot where the probe for `fingerprint` starts.
+  /// The first slot of the bucket of `fingerprint`: its fraction of the bucket count.
   @inlinable @inline(__always)
-  func home(_ fingerprint: UInt32) -> Int {
-    Int(truncatingIfNeeded: (UInt64(fingerprint) &* UInt64(slotCount)) >> 32)
+  func bucket(_ fingerprint: UInt32) -> Int {
+    Int(truncatingIfNeeded: (UInt64(fingerprint) &* UInt64(bucketCount)) >> 32) &* 2
   }
 
-  /// The slot after `index`, round the end of the set.
+  /// How many insertions ago the slot's fingerprint was inserted (1: the last one).
   @inlinable @inline(__always)
-  func following(_ index: Int) -> Int {
-    index + 1 == slotCount ? 0 : index + 1
+  func age(_ slot: UInt64) -> Int {
+    Int(insertions &- UInt32(truncatingIfNeeded: slot >> 32))
   }
 
-  /// The number of occupied slots (for tests). O(capacity).
-  var occupiedCount: Int {
+  /// The fingerprints remembered (within `capacity`), for tests. O(capacity).
+  var rememberedCount: Int {
     guard let slots else { return 0 }
-    return (0..<slotCount).reduce(0) { $0 + (slots[$1] != 0 ? 1 : 0) }
+    return (0..<(2 * bucketCount)).reduce(0) {
+      $0 + (slots[$1] != 0 && age(slots[$1]) <= capacity ? 1 : 0)
+    }
   }
 
-  /// Makes room for `wanted` fingerprints, forgetting those remembered if it must grow (at
-  /// least twofold, so that a store limited only by cost, whose count varies, rarely
-  /// forgets). O(1) apart from the allocation, whose pages the system zeroes on first touch.
+  /// Makes room for `wanted` fingerprints, `slotsPerFourFingerprints` slots for every four
+  /// (5: 1.25 slots per fingerprint), forgetting those remembered if it must grow (at least
+  /// twofold, so that a store limited only by cost, whose count varies, rarely forgets). O(1)
+  /// apart from the allocation, whose pages the system zeroes on first touch.
   @inlinable
-  mutating func ensureCapacity(_ wanted: Int) {
+  mutating func ensureCapacity(_ wanted: Int, slotsPerFourFingerprints: Int = 5) {
     guard capacity < wanted else { return }
     capacity = capacity == 0 ? Swift.max(wanted, 16) : Swift.max(wanted, 2 * capacity)
-    let storage = _GhostStorage(capacity: capacity, slotCount: slotCount)
+    bucketCount = capacity * slotsPerFourFingerprints / 8 + 1
+    let storage = _GhostStorage(slotCount: 2 * bucketCount)
     self.storage = storage
-    queue = storage.queue
     slots = storage.slots
-    queued = 0
-    head = 0
+    inserted = 0
   }
 
-  /// Whether `fingerprint` is among the last `window` inserted (all of them remembered, if
-  /// `window` is `capacity` or more).
-  @inlinable
+  /// Whether `fingerprint` is among the last `window` inserted and still remembered.
+  @inlinable @inline(__always)
   func contains(_ fingerprint: UInt32, within window: Int) -> Bool {
     guard let slots else { return false }
-    var index = home(fingerprint)
-    while true {
-      let found = slots[index]
-      if found == 0 { return false }
-      if UInt32(truncatingIfNeeded: found) == fingerprint
-        && Int(insertions &- UInt32(truncatingIfNeeded: found >> 32)) <= window
-      {
-        return true
-      }
-      index = following(index)
-    }
+    let first = bucket(fingerprint)
+    return remembers(slots[first], fingerprint, within: window)
+      || remembers(slots[first + 1], fingerprint, within: window)
+  }
+
+  /// Whether `slot` holds `fingerprint`, inserted within the last `window` insertions.
+  @inlinable @inline(__always)
+  func remembers(_ slot: UInt64, _ fingerprint: UInt32, within window: Int) -> Bool {
+    slot != 0 && UInt32(truncatingIfNeeded: slot) == fingerprint && age(slot) <= window
   }
 
   /// Whether `fingerprint` is remembered.
   @inlinable
   func contains(_ fingerprint: UInt32) -> Bool { contains(fingerprint, within: capacity) }
 
-  /// Remembers `fingerprint`, forgetting the oldest if full; room must have been made. O(1)
-  /// expected.
+  /// Remembers `fingerprint` in its bucket, in place of its previous copy there, else of the
+  /// older slot; room must have been made. O(1).
   @inlinable
   mutating func insert(_ fingerprint: UInt32) {
-    guard let queue, let slots else { return }
-    if queued < capacity {
-      queue[queued] = fingerprint
-      queued += 1
-    } else {
-      // The oldest was inserted `capacity` insertions ago.
-      remove(queue[head], number: insertions &- UInt32(truncatingIfNeeded: capacity))
-      queue[head] = fingerprint
-      head = head + 1 == capacity ? 0 : head + 1
-    }
-    var index = home(fingerprint)
-    while slots[index] != 0 { index = following(index) }
-    slots[index] = UInt64(insertions) << 32 | UInt64(fingerprint)
-    insertions &+= 1
-  }
-
-  /// Removes the slot of `fingerprint` inserted as number `number`, shifting the slots after
-  /// it back so that every probe sequence stays unbroken.
-  @inlinable
-  mutating func remove(_ fingerprint: UInt32, number: UInt32) {
     guard let slots else { return }
-    let entry = UInt64(number) << 32 | UInt64(fingerprint)
-    var hole = home(fingerprint)
-    while slots[hole] != entry {
-      if slots[hole] == 0 { return }
-      hole = following(hole)
+    let first = bucket(fingerprint)
+    let a = slots[first]
+    let b = slots[first + 1]
+    let target: Int
+    if UInt32(truncatingIfNeeded: a) == fingerprint || a == 0 {
+      target = first
+    } else if UInt32(truncatingIfNeeded: b) == fingerprint || b == 0 {
+      target = first + 1
+    } else {
+      target = age(a) >= age(b) ? first : first + 1
     }
-    var index = hole
-    while true {
-      index = following(index)
-      let moved = slots[index]
-      if moved == 0 { break }
-      let home = home(UInt32(truncatingIfNeeded: moved))
-      // `moved` may fill the hole unless its home lies cyclically in (hole, index].
-      let staysPut = hole <= index ? (hole < home && home <= index) : (hole < home || home <= index)
-      if !staysPut {
-        slots[hole] = moved
-        hole = index
-      }
-    }
-    slots[hole] = 0
+    slots[target] = UInt64(insertions) << 32 | UInt64(fingerprint)
+    insertions &+= 1
+    inserted += 1
   }
 }
 
 /// The memory of a ``_GhostKeys``, freed with the last copy of the record.
 @usableFromInline
 final class _GhostStorage {
-  @usableFromInline let queue: UnsafeMutablePointer<UInt32>
   @usableFromInline let slots: UnsafeMutablePointer<UInt64>
 
   @usableFromInline
-  init(capacity: Int, slotCount: Int) {
-    guard let queue = malloc(capacity * 4), let slots = calloc(slotCount, 8) else {
-      fatalError("out of memory for \(capacity) evicted keys")
+  init(slotCount: Int) {
+    guard let slots = calloc(slotCount, 8) else {
+      fatalError("out of memory for \(slotCount) evicted keys")
     }
-    self.queue = queue.bindMemory(to: UInt32.self, capacity: capacity)
     self.slots = slots.bindMemory(to: UInt64.self, capacity: slotCount)
   }
 
-  deinit {
-    free(queue)
-    free(slots)
-  }
+  deinit { free(slots) }
 }
