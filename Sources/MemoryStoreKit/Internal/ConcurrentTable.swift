@@ -215,7 +215,7 @@ struct _TableWriter {
     self.root = root
   }
 
-  @inlinable
+  @inlinable @inline(__always)
   mutating func retire(_ item: _Retired) {
     if epoch & 1 == 0 { limbo.0.append(item) } else { limbo.1.append(item) }
   }
