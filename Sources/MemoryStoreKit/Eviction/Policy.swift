@@ -544,16 +544,17 @@ final class _OrderStorage {
 /// eviction, in a two-way set-associative table: a fingerprint goes to one bucket of two slots
 /// (its fraction of the bucket count), in place of the older of the two. A lookup asks for the
 /// keys evicted within the last *n* evictions, *n* up to `capacity`: a store whose count
-/// varies (a cost limit) asks for the last cache-ful exactly. The table holds 1.25 slots per
-/// fingerprint of `capacity`, so a fingerprint may be pushed out early by two later ones of
+/// varies (a cost limit) asks for the last cache-ful exactly. With 1.25 slots per
+/// fingerprint of `capacity`, a fingerprint may be pushed out early by two later ones of
 /// its bucket: the record forgets a little, at random, which measured no worse than an exact
 /// one, and it costs one bucket, in one cache line, per insertion and per lookup, with nothing
 /// to remove. Two keys may share a fingerprint (a chance of about one in 2³¹ per pair); the
 /// cost is one key kept longer.
 ///
-/// Memory: 10 bytes per fingerprint of capacity, allocated at the first eviction, zeroed by
-/// the system (`calloc`), so that making room costs no write to all of it under the write
-/// lock: its pages are touched one at a time, by the insertions that reach them. The memory
+/// Memory: 8 bytes per slot (1.25 slots per fingerprint of capacity by default), allocated
+/// at the first eviction, zeroed by the system (`calloc`), so that making room costs no write
+/// to all of it under the write lock: its pages are touched one at a time, by the insertions
+/// that reach them. The memory
 /// belongs to a ``_GhostStorage``; the record keeps its address, so that using it costs no
 /// reference counting and no exclusivity check.
 @usableFromInline
