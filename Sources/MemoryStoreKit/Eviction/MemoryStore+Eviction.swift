@@ -158,7 +158,7 @@ extension MemoryStore {
   /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
   /// atomic load per hit, and a store only when the entry's counter changes); the eviction
   /// order takes 8 bytes per entry. Once it evicts, the limit remembers the keys it evicted
-  /// last (about 35 bytes per entry of the limit). Setting the first limit on a large store is
+  /// last (about 43 bytes per entry of the limit). Setting the first limit on a large store is
   /// O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }

@@ -60,7 +60,7 @@ struct _Policy {
   @usableFromInline var purgesRunning = 0
   /// The keys the limits evicted most recently (see ``_GhostKeys``): the last cache-ful.
   @usableFromInline var ghosts = _GhostKeys()
-  /// A sample of the keys the limits evicted (one in 16, by hash), over the last 12
+  /// A sample of the keys the limits evicted (one in 16, by hash), over the last 16
   /// cache-fuls of evictions: how a loop over more keys than the store holds is recognised.
   @usableFromInline var sampledEvictions = _GhostKeys()
   /// How often, lately, a new key of the sample was in `sampledEvictions`, in 65 536ths
@@ -151,7 +151,7 @@ struct _Policy {
     if Self.isSampled(hash) {
       // Room for all of them, nearly: a loop is recognised only if most come back in time.
       sampledEvictions.ensureCapacity(
-        Swift.max(16, room * 12 / 16), slotsPerFourFingerprints: 12)
+        Swift.max(16, room), slotsPerFourFingerprints: 12)
       sampledEvictions.insert(_GhostKeys.fingerprint(hash))
     }
   }
@@ -168,7 +168,7 @@ struct _Policy {
   /// In a store without limits, or for a key not seen lately, at the newest end. A key the
   /// limits evicted within the last cache-ful of evictions came back too soon: just behind
   /// the hand, a whole pass away. While most new keys of the sample were evicted within the
-  /// last 12 cache-fuls (a loop over more keys than the store holds, which any order that
+  /// last 16 cache-fuls (a loop over more keys than the store holds, which any order that
   /// keeps the newest would miss entirely), new keys start at the hand instead, placed there
   /// once the write's evictions are done (see ``placePendingEntry()``): the next eviction
   /// takes the newest key unless it was read, and the rest of the store stays.
@@ -183,7 +183,7 @@ struct _Policy {
     let cacheful = Swift.max(countLimit, count - 1)
     if Self.isSampled(hash) {
       let returned = sampledEvictions.contains(
-        _GhostKeys.fingerprint(hash), within: cacheful * 12 / 16)
+        _GhostKeys.fingerprint(hash), within: cacheful)
       returnScore += ((returned ? 65_536 : 0) - returnScore) >> 7
     }
     if returnScore > Self.loopThreshold && hand >= 0 {
