@@ -93,6 +93,9 @@ extension MemoryStore {
       }
       // The eviction order: every entry once, oldest to newest, each link matched.
       if policy.pendingAtHand >= 0 { return "an entry waits to be placed at the hand" }
+      if !policy.isOrdered {
+        return policy.oldest < 0 && policy.newest < 0 ? nil : "an order kept without a limit"
+      }
       var ordered = 0
       var position = policy.oldest
       var previous = -1

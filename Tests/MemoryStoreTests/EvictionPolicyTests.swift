@@ -129,6 +129,27 @@ import Testing
     store._checkInvariants()
   }
 
+  @Test func aStoreWithoutLimitsKeepsNoOrderUntilItsFirstLimit() {
+    // A time to live makes entries carry metadata, but only a limit evicts by the order: the
+    // first limit puts the entries there, oldest (by position) first.
+    let store = MemoryStore<Int, Int>()
+    store.defaultTimeToLive = .seconds(3_600)
+    for key in 0..<100 { store[key] = key }
+    store.removeValues(forKeys: Array(stride(from: 0, to: 100, by: 3)))
+    #expect(store._policyMismatch() == nil)
+    store.countLimit = 50
+    #expect(store.count == 50)
+    #expect(store._policyMismatch() == nil)
+    for key in 1_000..<1_100 { store[key] = key }
+    #expect(store.count == 50)
+    #expect(store._policyMismatch() == nil)
+    // Without the limit, the order is still kept (entries come and go in it).
+    store.countLimit = nil
+    for key in 2_000..<2_030 { store[key] = key }
+    store.removeValues(forKeys: Array(1_000..<1_100))
+    #expect(store._policyMismatch() == nil)
+  }
+
   @Test func everyWriteKeepsItsOwnEntryWhileTheTableGrows() {
     // Growth copies nodes while writes evict: the entry a write sets must survive that write
     // whichever copy of it the table holds.

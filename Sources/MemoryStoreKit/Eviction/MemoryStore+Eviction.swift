@@ -523,7 +523,6 @@ extension MemoryStore {
       _EntryMetadata(
         writtenAt: _keepsWriteTimes.load(ordering: .relaxed) ? now : 0, expiresAt: .max, cost: 0
       ))
-    _policy.pointer.pointee.orderAllEntries(of: _table)
     _policyActive.store(true, ordering: .relaxed)
     return _table.publish()
   }
@@ -716,8 +715,12 @@ extension MemoryStore {
     let value = max(newValue ?? 0, 0)
     let now = _clockNanos()
     let activation = _writeLock.withLock {
-      _policy.pointer.pointee[keyPath: limit] = value
-      return _activatePolicyLocked(now: now)
+      let policy = _policy.pointer
+      policy.pointee[keyPath: limit] = value
+      let garbage = _activatePolicyLocked(now: now)
+      // The first limit puts the entries in the eviction order, which is kept from then on.
+      if value > 0 && !policy.pointee.isOrdered { policy.pointee.orderAllEntries(of: _table) }
+      return garbage
     }
     _release(activation)
     _enforceLimits(fraction: 1, reason: nil)

@@ -38,6 +38,9 @@ struct _Policy {
   @usableFromInline var oldest = -1
   /// A new entry to place at the hand once its write's evictions are done, or -1.
   @usableFromInline var pendingAtHand = -1
+  /// Whether entries are kept in the eviction order: from the first limit on. A store with
+  /// only a time to live or a decider never evicts for a limit, and pays nothing for it.
+  @usableFromInline var isOrdered = false
   @usableFromInline var totalCost = 0
   /// 0: no limit.
   @usableFromInline var countLimit = 0
@@ -120,7 +123,7 @@ struct _Policy {
     totalCost -= node.cost
     if pendingAtHand == node.slot {
       pendingAtHand = -1
-    } else {
+    } else if isOrdered {
       unlink(node.slot)
     }
     if node.expiresAt != .max { removeExpiry(at: Int(heapIndex[node.slot])) }
@@ -163,9 +166,10 @@ struct _Policy {
   /// `returnScore` above which new keys start at the hand: 0.9.
   @inlinable static var loopThreshold: Int { 58_982 }
 
-  /// Places `node`, an entry just inserted, in the eviction order. O(1).
+  /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it.
+  /// O(1).
   ///
-  /// In a store without limits, or for a key not seen lately, at the newest end. A key the
+  /// In a store without limits (any more), or for a key not seen lately, at the newest end. A key the
   /// limits evicted within the last cache-ful of evictions came back too soon: just behind
   /// the hand, a whole pass away. While most new keys of the sample were evicted within the
   /// last 16 cache-fuls (a loop over more keys than the store holds, which any order that
@@ -174,6 +178,7 @@ struct _Policy {
   /// takes the newest key unless it was read, and the rest of the store stays.
   @inlinable @inline(__always)
   mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int) {
+    guard isOrdered else { return }
     let position = node.slot
     ensureOrderCapacity(position)
     guard countLimit | costLimit != 0 else { return linkNewest(position) }
@@ -266,6 +271,7 @@ struct _Policy {
   /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
   @inlinable
   mutating func moveInOrder(from: Int, to: Int) {
+    guard isOrdered else { return }
     if pendingAtHand == from {
       pendingAtHand = to
       return
@@ -277,10 +283,11 @@ struct _Policy {
     if hand == from { hand = to }
   }
 
-  /// Puts every entry of `table` in the order, oldest first by ring position: when entries
-  /// start carrying metadata. O(*n*).
+  /// Puts every entry of `table` in the order, oldest first by ring position, and keeps the
+  /// order from now on: when the first limit is set. O(*n*).
   @inlinable
   mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+    isOrdered = true
     for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
       ensureOrderCapacity(position)
       linkNewest(position)
@@ -514,10 +521,10 @@ struct _OrderLinks: @unchecked Sendable {
   }
 
   /// Grows to hold position `position` at least, keeping the links. O(capacity), amortised
-  /// O(1) per position (it at least doubles).
+  /// O(1) per position (it grows by half at least).
   @inlinable
   mutating func grow(toHold position: Int) {
-    let newCapacity = Swift.max(position + 1, 2 * capacity, 64)
+    let newCapacity = Swift.max(position + 1, capacity + capacity / 2, 64)
     let storage = _OrderStorage(capacity: newCapacity)
     if let base { storage.base.update(from: base, count: capacity) }
     self.storage = storage
