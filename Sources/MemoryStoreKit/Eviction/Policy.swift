@@ -12,8 +12,8 @@ import Synchronization
 
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the
 /// store's write lock. What it knows of each entry lives in the entry's node (see
-/// ``_EntryMetadata``); it keeps only totals, the expiry heap, the eviction order and its hand, and every
-/// write of a store with a policy updates them in the same critical section.
+/// ``_EntryMetadata``); it keeps only totals, the expiry heap, the eviction order and its
+/// hand, and every write of a store with a policy updates them in the same critical section.
 ///
 /// Eviction order is **SIEVE with a 2-bit reference counter**: entries are kept in the order
 /// they came (a list threaded through the table's ring positions, oldest to newest), reads
@@ -22,7 +22,7 @@ import Synchronization
 /// the first whose counter is 0; past the newest it starts again from the oldest. Entries it
 /// keeps stay where they are, so a new key, which starts at the newest end, is reached within
 /// one pass of the hand: a key used once leaves soon, while an entry read often survives up
-/// to three passes. Two records refine where a new key starts (see ``admit(_:)``): a key the
+/// to three passes. Two records refine where a new key starts (see ``admit(_:count:)``): a key the
 /// limits evicted recently came back too soon, and starts just behind the hand (a whole pass
 /// away); and when most new keys are keys evicted long ago (a loop over more keys than the
 /// store holds), new keys start at the hand, so that one position churns and the rest of the
@@ -144,11 +144,17 @@ struct _Policy {
 
   // MARK: Eviction order
 
-  /// Notes that the limits evicted the key whose hash is `hash`. O(1).
+  /// A cache-ful, in entries, for a store of `count` entries: what the records of evicted
+  /// keys measure their memory in.
+  @inlinable @inline(__always)
+  func cacheful(count: Int) -> Int { Swift.max(countLimit, count) }
+
+  /// Notes that the limits evicted the key whose hash is `hash` from a store now of `count`
+  /// entries. O(1).
   @inlinable
   mutating func noteEvicted(hash: Int, count: Int) {
     // Room for a quarter more than a cache-ful: a store limited by cost varies in count.
-    let room = Swift.max(countLimit, count) * 5 / 4
+    let room = cacheful(count: count) * 5 / 4
     ghosts.ensureCapacity(room)
     ghosts.insert(_GhostKeys.fingerprint(hash))
     if Self.isSampled(hash) {
@@ -169,9 +175,9 @@ struct _Policy {
   /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it.
   /// O(1).
   ///
-  /// In a store without limits (any more), or for a key not seen lately, at the newest end. A key the
-  /// limits evicted within the last cache-ful of evictions came back too soon: just behind
-  /// the hand, a whole pass away. While most new keys of the sample were evicted within the
+  /// In a store without limits (any more), or for a key not seen lately, at the newest end. A
+  /// key the limits evicted within the last cache-ful of evictions came back too soon: just
+  /// behind the hand, a whole pass away. While most new keys of the sample were evicted within the
   /// last 16 cache-fuls (a loop over more keys than the store holds, which any order that
   /// keeps the newest would miss entirely), new keys start at the hand instead, placed there
   /// once the write's evictions are done (see ``placePendingEntry()``): the next eviction
@@ -184,11 +190,11 @@ struct _Policy {
     guard countLimit | costLimit != 0 else { return linkNewest(position) }
     // Safe: a node with metadata keeps its hash.
     let hash = node.storedHash.unsafelyUnwrapped
-    // A cache-ful: the store's entries before this one.
-    let cacheful = Swift.max(countLimit, count - 1)
+    // The store's entries before this one.
+    let window = cacheful(count: count - 1)
     if Self.isSampled(hash) {
       let returned = sampledEvictions.contains(
-        _GhostKeys.fingerprint(hash), within: cacheful)
+        _GhostKeys.fingerprint(hash), within: window)
       returnScore += ((returned ? 65_536 : 0) - returnScore) >> 7
     }
     if returnScore > Self.loopThreshold && hand >= 0 {
@@ -196,22 +202,22 @@ struct _Policy {
       pendingAtHand = position
       return
     }
-    if hand >= 0 && ghosts.contains(_GhostKeys.fingerprint(hash), within: cacheful) {
+    if hand >= 0 && ghosts.contains(_GhostKeys.fingerprint(hash), within: window) {
       link(position, olderThan: hand)
       return
     }
     linkNewest(position)
   }
 
-  /// Places the entry waiting to start at the hand, if any: just newer than the hand, which
-  /// then points at it. O(1).
+  /// Places the entry waiting to start at the hand, if any: the hand looks at it next, then
+  /// goes on as it would have. O(1).
   @inlinable @inline(__always)
   mutating func placePendingEntry() {
     let position = pendingAtHand
     guard position >= 0 else { return }
     pendingAtHand = -1
     guard hand >= 0 else { return linkNewest(position) }
-    link(position, newerThan: hand)
+    link(position, olderThan: hand)
     hand = position
   }
 
@@ -249,14 +255,6 @@ struct _Policy {
   mutating func link(_ position: Int, olderThan other: Int) {
     connect(Int(links.older(other)), position)
     connect(position, other)
-  }
-
-  /// Links the entry at `position` just newer than the entry at `other`.
-  @inlinable
-  mutating func link(_ position: Int, newerThan other: Int) {
-    let after = Int(links.newer(other))
-    connect(other, position)
-    connect(position, after)
   }
 
   /// Takes the entry at `position` out of the order; the hand, if there, moves to the next
@@ -492,7 +490,7 @@ struct _OrderLinks: @unchecked Sendable {
   @usableFromInline var base: UnsafeMutablePointer<UInt64>?
   @usableFromInline private(set) var capacity = 0
   /// Owns `base`.
-  @usableFromInline var storage: _OrderStorage?
+  @usableFromInline var storage: _ZeroedWords?
 
   @inlinable init() {}
 
@@ -525,26 +523,12 @@ struct _OrderLinks: @unchecked Sendable {
   @inlinable
   mutating func grow(toHold position: Int) {
     let newCapacity = Swift.max(position + 1, capacity + capacity / 2, 64)
-    let storage = _OrderStorage(capacity: newCapacity)
+    let storage = _ZeroedWords(count: newCapacity)
     if let base { storage.base.update(from: base, count: capacity) }
     self.storage = storage
     base = storage.base
     capacity = newCapacity
   }
-}
-
-/// The memory of an ``_OrderLinks``, freed with the last copy of the record.
-@usableFromInline
-final class _OrderStorage {
-  @usableFromInline let base: UnsafeMutablePointer<UInt64>
-
-  @usableFromInline
-  init(capacity: Int) {
-    base = .allocate(capacity: capacity)
-    base.initialize(repeating: 0, count: capacity)
-  }
-
-  deinit { base.deallocate() }
 }
 
 /// Fingerprints of the keys the limits evicted most recently, each with the number of its
@@ -562,7 +546,7 @@ final class _OrderStorage {
 /// at the first eviction, zeroed by the system (`calloc`), so that making room costs no write
 /// to all of it under the write lock: its pages are touched one at a time, by the insertions
 /// that reach them. The memory
-/// belongs to a ``_GhostStorage``; the record keeps its address, so that using it costs no
+/// belongs to a ``_ZeroedWords``; the record keeps its address, so that using it costs no
 /// reference counting and no exclusivity check.
 @usableFromInline
 struct _GhostKeys: @unchecked Sendable {
@@ -581,7 +565,7 @@ struct _GhostKeys: @unchecked Sendable {
   /// Insertions since the memory was made, for tests.
   @usableFromInline var inserted = 0
   /// Owns `slots`.
-  @usableFromInline var storage: _GhostStorage?
+  @usableFromInline var storage: _ZeroedWords?
 
   @inlinable init() {}
 
@@ -620,9 +604,9 @@ struct _GhostKeys: @unchecked Sendable {
     guard capacity < wanted else { return }
     capacity = capacity == 0 ? Swift.max(wanted, 16) : Swift.max(wanted, 2 * capacity)
     bucketCount = capacity * slotsPerFourFingerprints / 8 + 1
-    let storage = _GhostStorage(slotCount: 2 * bucketCount)
+    let storage = _ZeroedWords(count: 2 * bucketCount)
     self.storage = storage
-    slots = storage.slots
+    slots = storage.base
     inserted = 0
   }
 
@@ -640,10 +624,6 @@ struct _GhostKeys: @unchecked Sendable {
   func remembers(_ slot: UInt64, _ fingerprint: UInt32, within window: Int) -> Bool {
     slot != 0 && UInt32(truncatingIfNeeded: slot) == fingerprint && age(slot) <= window
   }
-
-  /// Whether `fingerprint` is remembered.
-  @inlinable
-  func contains(_ fingerprint: UInt32) -> Bool { contains(fingerprint, within: capacity) }
 
   /// Remembers `fingerprint` in its bucket, in place of its previous copy there, else of the
   /// older slot; room must have been made. O(1).
@@ -667,18 +647,20 @@ struct _GhostKeys: @unchecked Sendable {
   }
 }
 
-/// The memory of a ``_GhostKeys``, freed with the last copy of the record.
+/// Zeroed 64-bit words of memory (from `calloc`, whose pages the system zeroes on first
+/// touch), freed with the last reference: the memory of an ``_OrderLinks`` and of a
+/// ``_GhostKeys``, which keep its address so that using it costs no reference counting.
 @usableFromInline
-final class _GhostStorage {
-  @usableFromInline let slots: UnsafeMutablePointer<UInt64>
+final class _ZeroedWords {
+  @usableFromInline let base: UnsafeMutablePointer<UInt64>
 
   @usableFromInline
-  init(slotCount: Int) {
-    guard let slots = calloc(slotCount, 8) else {
-      fatalError("out of memory for \(slotCount) evicted keys")
+  init(count: Int) {
+    guard let memory = calloc(Swift.max(count, 1), 8) else {
+      fatalError("out of memory for \(count) words of eviction records")
     }
-    self.slots = slots.bindMemory(to: UInt64.self, capacity: slotCount)
+    base = memory.bindMemory(to: UInt64.self, capacity: count)
   }
 
-  deinit { free(slots) }
+  deinit { free(base) }
 }

@@ -1076,10 +1076,6 @@ extension _ConcurrentTable {
     _Node(bits: _writer.pointer.pointee.ring[position])
   }
 
-  /// Whether the ring has free positions (holes, or stale ones past its end). Write lock held.
-  @inlinable @inline(__always)
-  var hasFreeRingPositions: Bool { !_writer.pointer.pointee.freeSlots.isEmpty }
-
   /// The number of the ring's free positions (holes, and maybe stale ones past its end).
   /// Write lock held.
   @inlinable @inline(__always)
