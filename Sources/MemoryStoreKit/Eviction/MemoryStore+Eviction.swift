@@ -812,11 +812,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let (old, node) = store._table.stageSet(
       key, value, metadata: carriesMetadata ? metadata : nil)
     if carriesMetadata {
-      let policy = store._policy.pointer
-      policy.pointee.track(node, replacing: old)
-      if old.map({ $0.isTombstone || !$0.hasMetadata }) ?? true {
-        policy.pointee.admit(node, count: store._table.stagedCount)
-      }
+      store._policy.pointer.pointee.track(node, replacing: old, count: store._table.stagedCount)
     }
     outcome.changed = true
     var previous: Value?
@@ -847,7 +843,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
     let value = node.value.pointee
     let (old, new) = store._table.stageSet(key, value, metadata: metadata)
-    store._policy.pointer.pointee.track(new, replacing: old)
+    store._policy.pointer.pointee.track(new, replacing: old, count: store._table.stagedCount)
     outcome.changed = true
     return (value, new.slot)
   }

@@ -88,11 +88,14 @@ struct _Policy {
   @inlinable var expiringCount: Int { expiries.count }
 
   /// Counts `new`, which the write lock holder just staged in place of `old` (`nil`, a
-  /// tombstone, or the entry's previous node, at the same ring position).
+  /// tombstone, or the entry's previous node, at the same ring position), in a store now of
+  /// `count` entries; a new entry is placed in the eviction order (see ``admit(_:count:)``).
   ///
   /// - Complexity: O(1), unless the deadline is removed or brought forward (O(log *n*)).
   @inlinable @inline(__always)
-  mutating func track<Key, Value>(_ new: _Node<Key, Value>, replacing old: _Node<Key, Value>?) {
+  mutating func track<Key, Value>(
+    _ new: _Node<Key, Value>, replacing old: _Node<Key, Value>?, count: Int
+  ) {
     let deadline = new.expiresAt
     if let old, !old.isTombstone, old.hasMetadata {
       totalCost += new.cost - old.cost
@@ -113,6 +116,7 @@ struct _Policy {
       }
     } else {
       totalCost += new.cost
+      admit(new, count: count)
     }
     if deadline != .max { addExpiry(slot: new.slot, at: deadline) }
   }
