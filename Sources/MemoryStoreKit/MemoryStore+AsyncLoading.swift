@@ -50,7 +50,8 @@ extension MemoryStore {
     if isNew {
       Task {
         let result: Result<Value, any Error>
-        if let stored = self[key] {
+        // Not counted as a lookup: the caller's own read above was.
+        if let stored = _withReadAccess({ $0.value(forKey: key) }) {
           // A load that ended between the miss above and this one's start stored it.
           result = .success(stored)
         } else {

@@ -50,6 +50,18 @@ extension StoreContractTests {
       #expect(loads.load(ordering: .relaxed) == 1)
     }
 
+    @Test func aLoadCountsAsTheCallersOneLookup() async throws {
+      // The load's own check that the key is still absent is not a lookup: statistics see
+      // one miss for the call that loads, one hit for the call that finds the value.
+      let store = MemoryStore<String, Int>()
+      #expect(try await store.value(forKey: "k", orLoad: { 42 }) == 42)
+      #expect(store.statistics.misses == 1)
+      #expect(store.statistics.hits == 0)
+      #expect(try await store.value(forKey: "k", orLoad: { 0 }) == 42)
+      #expect(store.statistics.misses == 1)
+      #expect(store.statistics.hits == 1)
+    }
+
     @Test func concurrentMissesShareOneLoad() async throws {
       let store = MemoryStore<String, Int>()
       let load = ControlledLoad { 42 }

@@ -894,6 +894,7 @@ struct _PolicyWrite<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       return nil
     }
     if recordsRemovals { logRemoval(key(), old.value.pointee, .removal(reason), in: store) }
+    // Checked here too so that an untracked store does not copy the key out of the node.
     if store._tracker.pointer.pointee.isTracking {
       store._logPolicyChange(key(), nil, wasPresent: true, reason)
     }

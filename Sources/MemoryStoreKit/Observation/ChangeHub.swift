@@ -168,6 +168,10 @@ final class _Mailbox<Item: Sendable>: Sendable {
 
   /// Takes the waiting item: `.some(item)`, `.some(nil)` once finished, or `nil` if the
   /// caller must wait, in which case `waiter`, if given, is registered to be resumed.
+  ///
+  /// An iterator is consumed by one task at a time (as `AsyncStream`'s): a second task that
+  /// waits while one already does stops the program, rather than leave the first waiting
+  /// forever.
   private func take(orRegister waiter: Waiter?) -> Item?? {
     state.withLock { state in
       if let pending = state.pending {
@@ -175,6 +179,11 @@ final class _Mailbox<Item: Sendable>: Sendable {
         return .some(pending)
       }
       if state.isFinished { return .some(nil) }
+      guard let waiter else { return nil }
+      if state.waiter != nil {
+        _preconditionFailure(
+          "next() was called on a MemoryStore change sequence's iterator from two tasks at once")
+      }
       state.waiter = waiter
       return nil
     }
