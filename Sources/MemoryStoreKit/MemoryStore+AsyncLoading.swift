@@ -12,7 +12,8 @@ extension MemoryStore {
   ///
   /// - **One load at a time per key.** Callers that miss on a key while its load runs wait for
   ///   that load and receive its result; the store keeps what it loaded. If a write stores the
-  ///   key while the load runs, the stored value wins and every caller receives it.
+  ///   key while the load runs, the stored value wins and every caller receives it. A removal
+  ///   made while the load runs does not stop it: the loaded value is stored when it arrives.
   /// - **No lock is held while `load` runs**: it runs in a task of its own, and may read and
   ///   write the store (but not wait for a load of the same key).
   /// - **Cancellation is per caller.** A caller whose task is cancelled stops waiting and
