@@ -22,24 +22,32 @@ extension MemoryStore {
   /// - **A thrown error stores nothing**: every caller waiting for that load throws it, and the
   ///   next call loads again.
   ///
+  /// The value loaded is returned to every caller even if the store does not keep it: one
+  /// whose cost alone exceeds ``costLimit`` is evicted by its own write. `cost` and
+  /// `timeToLive` are those of the call that starts the load.
+  ///
   /// The read is a hit or a miss in ``statistics`` like a subscript read. While a load runs,
   /// it keeps the store alive.
   ///
-  /// A trailing closure that does not `await` calls ``value(forKey:orInsert:)``, which creates
-  /// synchronously on the calling thread (this overload is disfavoured, so that code written
-  /// for that one keeps its meaning); name the argument, `value(forKey: key, orLoad: { … })`,
-  /// to load in a task of its own anyway.
+  /// In an `async` function this is the get-or-create that a trailing closure calls, whether
+  /// or not the closure awaits: `try await store.value(forKey: key) { … }` never runs the
+  /// closure on the calling task. ``value(forKey:cost:timeToLive:orInsert:)``, which creates
+  /// on the calling thread, is the one called from synchronous code, or by its label,
+  /// `orInsert:`.
   ///
   /// - Parameters:
   ///   - key: The key to read or load.
+  ///   - cost: The cost of the value loaded toward ``costLimit``; `nil` (the default) uses
+  ///     ``entryCost``, or 0 without one. Runs outside every lock, after the load.
+  ///   - timeToLive: How long the value loaded lives; `nil` uses ``defaultTimeToLive``.
   ///   - load: Loads the value; runs only on a miss, in a task of its own.
-  /// - Returns: The value stored for `key`.
+  /// - Returns: The value stored for `key`, or the value loaded.
   /// - Throws: What `load` throws, or `CancellationError` if the calling task is cancelled
   ///   while it waits.
-  /// - Complexity: O(1) on a hit; a miss adds the load and one write.
-  @_disfavoredOverload
+  /// - Complexity: O(1) on average on a hit; a miss adds the load and one write.
   public func value(
-    forKey key: Key, orLoad load: @escaping @Sendable () async throws -> Value
+    forKey key: Key, cost: (@Sendable (Value) -> Int)? = nil, timeToLive: Duration? = nil,
+    orLoad load: @escaping @Sendable () async throws -> Value
   ) async throws -> Value {
     if let value = self[key] { return value }
     let (flight, isNew) = _loads.withLock { loads -> (_Load<Value>, Bool) in
@@ -57,7 +65,11 @@ extension MemoryStore {
           result = .success(stored)
         } else {
           do {
-            result = .success(_insertIfAbsent(try await load(), forKey: key))
+            let loaded = try await load()
+            result = .success(
+              _insertIfAbsent(
+                loaded, forKey: key, cost: cost.map { max($0(loaded), 0) },
+                timeToLive: timeToLive))
           } catch {
             result = .failure(error)
           }

@@ -13,9 +13,11 @@ extension MemoryStore {
   /// ```
   ///
   /// `body` receives the current value, or `nil` if `key` is absent; setting it to `nil`
-  /// removes the key, and leaving it `nil` changes nothing. Whatever it leaves is stored like
-  /// a subscript write: with the default time to live and a cost of 0 (use ``setValue(_:forKey:cost:timeToLive:)``
-  /// to give others).
+  /// removes the key, and leaving it `nil` changes nothing. A value it changes keeps the
+  /// entry's expiry (its time to live is not renewed) and its cost, unless the store has an
+  /// ``entryCost``, which weighs the new value; a value it creates gets the
+  /// ``defaultTimeToLive`` and the ``entryCost`` or 0 (use
+  /// ``setValue(_:forKey:cost:timeToLive:)`` to give others).
   ///
   /// **`body` runs outside every lock, and may run more than once.** The store reads the
   /// entry, runs `body`, then commits only if the entry is still the one it read; if another
@@ -46,7 +48,8 @@ extension MemoryStore {
       let result = try body(&value)
       // Absent and left absent: the read alone is the whole operation.
       if version == nil && value == nil { return result }
-      if _performUnlessChanged(.replace([(key, value, version)])) { return result }
+      let cost = value.flatMap { _weigh(key, $0) }
+      if _performUnlessChanged(.replace([(key, value, version, cost)])) { return result }
     }
   }
 
@@ -111,6 +114,9 @@ extension MemoryStore {
   /// Like ``update(forKey:_:)``, `combine` runs outside every lock, on values read before the
   /// write; if another write changes one of the keys meanwhile, the keys so changed are
   /// combined again with their new values. Keep it a short computation without side effects.
+  /// As there, a key already present keeps its expiry and its cost (unless ``entryCost``
+  /// weighs the merged value), and a new key gets the ``defaultTimeToLive`` and the
+  /// ``entryCost`` or 0.
   ///
   /// - Parameters:
   ///   - other: The pairs to merge; iterated once, before anything is read.
@@ -151,7 +157,10 @@ extension MemoryStore {
       }
       let entries = keys.map { key in
         let done = merged[key].unsafelyUnwrapped
-        return (key: key, value: Optional(done.value), expected: done.expected)
+        return (
+          key: key, value: Optional(done.value), expected: done.expected,
+          cost: _weigh(key, done.value)
+        )
       }
       if _performUnlessChanged(.replace(entries)) { return }
     }

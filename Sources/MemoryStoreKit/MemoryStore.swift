@@ -130,6 +130,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _readTick: Atomic<UInt32>
   /// The eviction decider, if any.
   let _evictionDecider: _Protected<EvictionDecider?>
+  /// The cost function, if any (see ``entryCost``).
+  let _entryCost: _Protected<EntryCost?>
+  /// Whether the store has a cost function: read by writers before they lock, to weigh their
+  /// values outside every lock.
+  @usableFromInline let _weighs: Atomic<Bool>
   /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
   /// the write lock, when the first decider is set.
   @usableFromInline let _keepsWriteTimes: Atomic<Bool>
@@ -165,6 +170,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _readTick = Atomic(0)
     _timesEntries = Atomic(false)
     _evictionDecider = _Protected(nil)
+    _entryCost = _Protected(nil)
+    _weighs = Atomic(false)
     _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
     _removalLog = _UnsafeBox(_RemovalLog())
@@ -297,8 +304,8 @@ extension MemoryStore {
   ///
   /// The getter is synchronous and never blocks. The setter is an ordered write, visible to
   /// every read that starts after it returns. It stores the entry with the default time to
-  /// live and a cost of 0, whatever the entry it replaces had; see
-  /// ``setValue(_:forKey:cost:timeToLive:)`` for others.
+  /// live and the cost that ``entryCost`` gives (0 without one), whatever the entry it
+  /// replaces had; see ``setValue(_:forKey:cost:timeToLive:)`` for others.
   ///
   /// - Complexity: O(1) on average for both, like `Dictionary`.
   @inlinable
@@ -467,7 +474,7 @@ extension MemoryStore {
   @inlinable
   public func addEntries(_ entries: [Key: Value]) {
     guard !entries.isEmpty else { return }
-    _ = _perform(.merge(entries))
+    _ = _perform(.merge(entries, costs: _weighAll(entries)))
   }
 
   /// Removes every key in `keys` as one atomic, ordered write. Absent keys are ignored.
@@ -550,6 +557,7 @@ extension MemoryStore {
   ///
   /// ```swift
   /// let session = sessions.value(forKey: id) { Session(id: id) }
+  /// let token = tokens.value(forKey: user, timeToLive: .seconds(300)) { Token.issue(for: user) }
   /// ```
   ///
   /// Concurrent callers that miss on the same key call `makeValue` exactly once between them
@@ -558,24 +566,41 @@ extension MemoryStore {
   /// itself read and write the store. If a plain write stores `key` while `makeValue` runs, the
   /// stored value wins and is returned to every caller.
   ///
+  /// The value created is returned to the callers even if the store does not keep it: one
+  /// whose cost alone exceeds ``costLimit`` is evicted by its own write.
+  ///
   /// `makeValue` must not call `value(forKey:orInsert:)` for the same key: that would wait for
   /// itself, and it stops the program with a message instead.
   ///
+  /// In an `async` function, a call with a trailing closure,
+  /// `try await store.value(forKey: key) { … }`, is ``value(forKey:cost:timeToLive:orLoad:)``,
+  /// which loads in a task of its own rather than on the calling task; name the argument,
+  /// `store.value(forKey: key, orInsert: { … })`, to create on the calling thread there.
+  ///
   /// - Parameters:
   ///   - key: The key to read or create.
+  ///   - cost: The cost of the value created toward ``costLimit``; `nil` (the default) uses
+  ///     ``entryCost``, or 0 without one. Runs outside every lock, only on a miss.
+  ///   - timeToLive: How long the value created lives; `nil` uses ``defaultTimeToLive``.
   ///   - makeValue: Creates the value; runs on the calling thread, only on a miss.
-  /// - Returns: The value stored for `key`.
+  /// - Returns: The value stored for `key`, or the value created.
   /// - Throws: What `makeValue` throws; then nothing is stored, and a waiting caller for the
   ///   same key runs its own `makeValue`.
-  /// - Complexity: O(1) on a hit; a miss adds `makeValue` and one write.
-  @inlinable
-  public func value(forKey key: Key, orInsert makeValue: () throws -> Value) rethrows -> Value {
+  /// - Complexity: O(1) on average on a hit; a miss adds `makeValue` and one write.
+  @inlinable @_disfavoredOverload
+  public func value(
+    forKey key: Key, cost: ((Value) -> Int)? = nil, timeToLive: Duration? = nil,
+    orInsert makeValue: () throws -> Value
+  ) rethrows -> Value {
     if let value = self[key] { return value }
-    return try _createValue(forKey: key, makeValue)
+    return try _createValue(forKey: key, cost: cost, timeToLive: timeToLive, makeValue)
   }
 
   @usableFromInline
-  func _createValue(forKey key: Key, _ makeValue: () throws -> Value) rethrows -> Value {
+  func _createValue(
+    forKey key: Key, cost: ((Value) -> Int)?, timeToLive: Duration?,
+    _ makeValue: () throws -> Value
+  ) rethrows -> Value {
     while true {
       _creationLock.lock()
       if let value = _withReadAccess({ $0.value(forKey: key) }) {
@@ -606,16 +631,26 @@ extension MemoryStore {
         creation.lock.unlock()
       }
       let made = try makeValue()
-      let value = _insertIfAbsent(made, forKey: key)
+      let value = _insertIfAbsent(
+        made, forKey: key, cost: cost.map { max($0(made), 0) }, timeToLive: timeToLive)
       stored = value
       return value
     }
   }
 
-  /// Stores `value` for `key` unless a value is already there; returns the stored value.
+  /// Stores `value` for `key` unless a value is already there; returns the stored value, or
+  /// `value` if it was stored (whether or not the store kept it: a value whose cost alone
+  /// exceeds the cost limit is evicted by its own write). `cost` `nil` weighs it with the
+  /// store's cost function, or gives 0. Runs that function: call it outside every lock.
   @usableFromInline
-  func _insertIfAbsent(_ value: Value, forKey key: Key) -> Value {
-    _perform(.insert(key, value)).previous ?? value
+  func _insertIfAbsent(
+    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
+  ) -> Value {
+    let cost = cost ?? _weigh(key, value) ?? 0
+    return _perform(
+      .insert(key, value, cost: cost, timeToLive: timeToLive), timeToLive: timeToLive,
+      activatingPolicy: cost != 0 || timeToLive != nil
+    ).previous ?? value
   }
 }
 

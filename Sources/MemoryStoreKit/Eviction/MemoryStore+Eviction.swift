@@ -167,18 +167,101 @@ extension MemoryStore {
 
   /// The most total cost the entries may have; `nil` (the default) or 0 for no limit.
   ///
-  /// Costs are given per write with ``setValue(_:forKey:cost:timeToLive:)``; other writes
-  /// cost 0, so a costed entry overwritten by the subscript, ``updateValue(_:forKey:)``,
-  /// ``addEntries(_:)``, ``update(forKey:_:)`` or `merge(_:uniquingKeysWith:)`
-  /// costs 0 from then on (its cost described the value replaced; ``touch(_:timeToLive:)``,
-  /// which keeps the value, keeps it). Enforced like ``countLimit``, with reason ``ChangeReason/evictedByCostLimit``.
+  /// ```swift
+  /// let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
+  /// thumbnails.entryCost = { _, data in data.count }   // every write is weighed
+  /// thumbnails.costLimit = 4 << 20                      // 4 MiB
+  /// ```
+  ///
+  /// An entry's cost is, in this order: the `cost` its write gives
+  /// (``setValue(_:forKey:cost:timeToLive:)``, or `cost:` of a get-or-create), what
+  /// ``entryCost`` returns for it, or 0. A read-modify-write (``update(forKey:_:)``,
+  /// `merge(_:uniquingKeysWith:)`) without ``entryCost`` keeps the cost of the entry it
+  /// changes, as does ``touch(_:timeToLive:)``. Enforced like ``countLimit``, with reason
+  /// ``ChangeReason/evictedByCostLimit``.
   /// An entry whose cost alone exceeds the limit is evicted by its own write and evicts
-  /// nothing else (a key it replaced is then gone too). Entries of cost 0 are never evicted to
-  /// meet the cost limit (only the count limit removes them); finding a costed entry to evict
-  /// is O(*n*) at worst, when few entries have a cost. Thread-safe.
+  /// nothing else (a key it replaced is then gone too); a get-or-create still returns such a
+  /// value to its callers. Entries of cost 0 are never evicted to meet the cost limit (only
+  /// the count limit removes them); finding a costed entry to evict is O(*n*) at worst, when
+  /// few entries have a cost. Thread-safe.
   public var costLimit: Int? {
     get { _writeLock.withLock { _policy.pointer.pointee.costLimit }.nonZero }
     set { _setLimit(\.costLimit, to: newValue) }
+  }
+
+  /// Computes the cost of an entry from its key and value, such as its size in bytes.
+  ///
+  /// Called outside every lock of the store, on the writing thread, before the write takes
+  /// the lock; it may run more than once for one write (a read-modify-write that runs again).
+  /// It must be a fast, pure function, and it must not wait for the store. A negative result
+  /// counts as 0.
+  public typealias EntryCost = @Sendable (Key, Value) -> Int
+
+  /// The store's cost function (a *weigher*): the cost of every value written without a
+  /// cost of its own; `nil` (the default) for none, when such writes cost 0.
+  ///
+  /// ```swift
+  /// let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
+  /// thumbnails.entryCost = { _, data in data.count }
+  /// thumbnails.costLimit = 4 << 20
+  /// let data = try await thumbnails.value(forKey: url) { try await download(url) }
+  /// ```
+  ///
+  /// It weighs the values of every write that gives no cost: the subscript,
+  /// ``updateValue(_:forKey:)``, ``addEntries(_:)``, ``setValue(_:forKey:cost:timeToLive:)``
+  /// without `cost`, get-or-create (``value(forKey:cost:timeToLive:orInsert:)``,
+  /// ``value(forKey:cost:timeToLive:orLoad:)``) without `cost`, ``update(forKey:_:)``,
+  /// `merge(_:uniquingKeysWith:)` and a persistence manager's `load()`. It runs outside every
+  /// lock (see ``EntryCost``). Entries written before it is set keep their costs.
+  ///
+  /// Setting it makes entries carry their metadata, as a first limit does: O(*n*) once on a
+  /// large store, and writes go through the eviction policy. Thread-safe.
+  public var entryCost: EntryCost? {
+    get { _entryCost.withLock { $0 } }
+    set {
+      let now = _clockNanos()
+      let activation =
+        newValue == nil ? nil : _writeLock.withLock { _activatePolicyLocked(now: now) }
+      // The function replaced is released after unlocking, like a decider.
+      let replaced = _entryCost.withLock { cost in
+        defer { cost = newValue }
+        return cost
+      }
+      _weighs.store(newValue != nil, ordering: .relaxed)
+      withExtendedLifetime(replaced) {}
+      _release(activation)
+    }
+  }
+
+  /// The cost of `value` for `key` by ``entryCost``, or `nil` without one. Runs user code:
+  /// call it outside every lock.
+  @inlinable @inline(__always)
+  func _weigh(_ key: Key, _ value: Value) -> Int? {
+    guard _weighs.load(ordering: .relaxed) else { return nil }
+    return _weighSlow(key, value)
+  }
+
+  @usableFromInline
+  func _weighSlow(_ key: Key, _ value: Value) -> Int? {
+    guard let entryCost = _entryCost.withLock({ $0 }) else { return nil }
+    return max(entryCost(key, value), 0)
+  }
+
+  /// The costs of `entries` by ``entryCost``, or `nil` without one. Runs user code: call it
+  /// outside every lock.
+  @inlinable
+  func _weighAll(_ entries: [Key: Value]) -> [Key: Int]? {
+    guard _weighs.load(ordering: .relaxed) else { return nil }
+    return _weighAllSlow(entries)
+  }
+
+  @usableFromInline
+  func _weighAllSlow(_ entries: [Key: Value]) -> [Key: Int]? {
+    guard let entryCost = _entryCost.withLock({ $0 }) else { return nil }
+    var costs: [Key: Int] = [:]
+    costs.reserveCapacity(entries.count)
+    for (key, value) in entries { costs[key] = max(entryCost(key, value), 0) }
+    return costs
   }
 
   /// How long entries live when a write gives no time to live; `nil` (the default) for
@@ -224,16 +307,18 @@ extension MemoryStore {
   /// - Parameters:
   ///   - value: The value to store.
   ///   - key: The key to store it for.
-  ///   - cost: The entry's cost toward ``costLimit``, such as its size in bytes. Default 0.
+  ///   - cost: The entry's cost toward ``costLimit``, such as its size in bytes; `nil` (the
+  ///     default) weighs the value with ``entryCost``, or gives 0 without one. Negative: 0.
   ///   - timeToLive: How long the entry lives; `nil` uses ``defaultTimeToLive``. Zero or
   ///     less: the entry is expired at once.
   /// - Returns: The previous value, or `nil` if the key was absent or expired.
   /// - Complexity: O(1) on average, plus O(1) amortised per eviction.
   @discardableResult
   public func setValue(
-    _ value: Value, forKey key: Key, cost: Int = 0, timeToLive: Duration? = nil
+    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value? {
-    _performKeyedWithPolicy(key, value, cost: cost, timeToLive: timeToLive).previous
+    _performKeyedWithPolicy(key, value, cost: cost.map { max($0, 0) }, timeToLive: timeToLive)
+      .previous
   }
 
   /// Renews the time to live of `key`'s entry, and counts as a use of it for eviction,
@@ -437,10 +522,13 @@ extension MemoryStore {
 
   /// Sets (`newValue` non-`nil`) or removes `key` through the policy: the policy store's
   /// commonest write, without wrapping it in an operation.
+  ///
+  /// `cost` `nil` weighs the value with ``entryCost`` (before locking), or gives 0.
   @inlinable
   func _performKeyedWithPolicy(
-    _ key: Key, _ newValue: Value?, cost: Int = 0, timeToLive: Duration? = nil
+    _ key: Key, _ newValue: Value?, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> (changed: Bool, previous: Value?) {
+    let cost = cost ?? newValue.flatMap { _weigh(key, $0) } ?? 0
     let now = _lockForWrite(timeToLive: timeToLive)
     let activation = _activatePolicyLocked(now: now)
     var write = _PolicyWrite(store: self, now: now, reason: .write, collectsExpiredKeys: false)
@@ -546,16 +634,27 @@ extension MemoryStore {
       let applied = write.set(key, value, metadata, in: self)
       write.outcome.previous = applied.previous
       protected = applied.position
-    case .insert(let key, let value):
+    case .insert(let key, let value, let cost, let timeToLive):
       if let existing = write.liveNode(key, in: self) {
         write.outcome.previous = existing.value.pointee
       } else {
+        let metadata =
+          cost == 0 && timeToLive == nil
+          ? metadata : _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive)
         protected = write.set(key, value, metadata, in: self).position
       }
     case .remove(let key):
       write.outcome.previous = write.remove(key, reason: reason, in: self)
-    case .merge(let entries):
-      for (key, value) in entries { _ = write.set(key, value, metadata, in: self) }
+    case .merge(let entries, let costs):
+      if let costs {
+        var costed = metadata
+        for (key, value) in entries {
+          costed.cost = costs[key] ?? 0
+          _ = write.set(key, value, costed, in: self)
+        }
+      } else {
+        for (key, value) in entries { _ = write.set(key, value, metadata, in: self) }
+      }
     case .removeKeys(let keys):
       for key in keys { _ = write.remove(key, reason: reason, in: self) }
     case .removeAll:
@@ -567,9 +666,16 @@ extension MemoryStore {
         break
       }
       guard !write.outcome.conflicted else { break }
-      for (key, value, _) in entries {
+      for (key, value, expected, cost) in entries {
         if let value {
-          let applied = write.set(key, value, metadata, in: self)
+          // A live entry keeps its deadline and, unless weighed again, its cost.
+          var kept = metadata
+          if expected != nil, write.carriesMetadata, let node = _table.stagedNode(forKey: key) {
+            kept.expiresAt = node.expiresAt
+            kept.cost = node.cost
+          }
+          if let cost { kept.cost = cost }
+          let applied = write.set(key, value, kept, in: self)
           if entries.count == 1 { protected = applied.position }
         } else {
           _ = write.remove(key, reason: reason, in: self)

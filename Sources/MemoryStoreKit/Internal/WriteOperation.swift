@@ -3,16 +3,21 @@
 @usableFromInline
 enum _WriteOperation<Key: Hashable, Value> {
   case set(Key, Value)
-  /// Stores the value only if the key is absent.
-  case insert(Key, Value)
+  /// Stores the value only if the key is absent, with a cost and a time to live (`nil`: the
+  /// default).
+  case insert(Key, Value, cost: Int, timeToLive: Duration?)
   case remove(Key)
-  case merge([Key: Value])
+  /// Sets every entry, each with its cost in `costs` (weighed outside the lock; `nil`: all 0)
+  /// and the default time to live.
+  case merge([Key: Value], costs: [Key: Int]?)
   case removeKeys([Key])
   case removeAll
   /// Sets (a non-`nil` value) or removes each key, all or none: only if every key's current
   /// entry is still the one read at `expected` (its node's version; `nil`: absent). Otherwise
-  /// the write stages nothing and reports a conflict. What a read-modify-write commits.
-  case replace([(key: Key, value: Value?, expected: UInt64?)])
+  /// the write stages nothing and reports a conflict. What a read-modify-write commits. A key
+  /// set over a live entry keeps its deadline and its cost (unless `cost` gives one, weighed
+  /// outside the lock); a key that was absent gets the default time to live and `cost` or 0.
+  case replace([(key: Key, value: Value?, expected: UInt64?, cost: Int?)])
   /// Renews the key's live entry without changing its value: its expiry to the time to live
   /// from now (`nil`: the default; with neither, unchanged), and a use for eviction.
   case renew(Key, timeToLive: Duration?)

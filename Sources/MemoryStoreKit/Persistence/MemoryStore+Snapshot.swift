@@ -43,8 +43,10 @@ extension MemoryStore {
   /// Sets every entry of `entries`, as one atomic write logged with `reason`; returns how many
   /// of them the store holds once the write's evictions are done.
   func _merge(_ entries: [Key: Value], reason: ChangeReason) -> Int {
+    let costs = _weighAll(entries)
     let now = _lockForWrite(timeToLive: nil)
-    let outcome = _policyWriteLocked(now: now, operation: .merge(entries), reason: reason)
+    let outcome = _policyWriteLocked(
+      now: now, operation: .merge(entries, costs: costs), reason: reason)
     // Limits may have evicted some: only a store with a policy has any.
     let kept =
       _policyActive.load(ordering: .relaxed)
