@@ -45,11 +45,11 @@ print("values(forKeys: NVDA, AMZN, IBM): \(listed.joined(separator: ", "))")
 
 // Get-or-create: the closure runs only when the key is absent, and its value is stored.
 var creations = 0
-let first = quotes.value(forKey: "TSLA") {
+let first = quotes.valueOrInsert(forKey: "TSLA") {
   creations += 1
   return Quote(bid: 248.0, ask: 248.1)
 }
-let second = quotes.value(forKey: "TSLA") {
+let second = quotes.valueOrInsert(forKey: "TSLA") {
   creations += 1
   return Quote(bid: 0, ask: 0)
 }

@@ -41,18 +41,19 @@ let recent = MemoryStore<String, Int>(name: "recent", scheduler: clock)
 recent.countLimit = 4
 for (rank, symbol) in ["AAPL", "MSFT", "NVDA", "AMZN"].enumerated() { recent[symbol] = rank }
 let recentBatches = watch(recent)
-// CLOCK order, close to LRU; keys sharing a recency slot (1 run in ~100 here) share a counter.
+// SIEVE order: the hand evicts the oldest entry not read since it last passed.
 for _ in 0..<2 { _ = (recent["AAPL"], recent["NVDA"]) }  // reads raise counters, lock-free
 recent["TSLA"] = 4
 recent["META"] = 5
 print("  kept \(recent.allItems.keys.sorted())")
 await printRemovals(recent)
 
-print("Cost limit 100 (kilobytes): logo 40, banner 50, photo 30")
+print("Cost limit 100 KiB, each image weighed by its size: logo 40, banner 50, photo 30 loaded")
 let images = MemoryStore<String, [UInt8]>(name: "images", scheduler: clock)
+images.entryCost = { _, bytes in bytes.count / 1_024 }  // runs outside every lock
 images.costLimit = 100
 for (name, size) in [("logo", 40), ("banner", 50), ("photo", 30)] {
-  images.setValue([UInt8](repeating: 0, count: size * 1_024), forKey: name, cost: size)
+  _ = try await images.value(forKey: name, orLoad: { [UInt8](repeating: 0, count: size * 1_024) })
 }
 print("  kept \(images.allItems.keys.sorted()), total cost \(images.statistics.totalCost)")
 

@@ -48,7 +48,7 @@ let usage = """
     save-loop  for S seconds (default 3), saves <file> (N entries, default 100) with a
                long-lived manager and with a new manager each round, and loads it; run it
                in several processes at once: exits 0 if no save or load failed, 1 otherwise
-    reentrant-create  calls value(forKey:orInsert:) again for the same key from inside its
+    reentrant-create  calls valueOrInsert(forKey:_:) again for the same key from inside its
                makeValue: the program must stop with a message that names the mistake
     make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
     make-fuzz-corpus  writes the fuzz target's seeds (file/ and binary/)

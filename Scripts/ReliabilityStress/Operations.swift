@@ -153,7 +153,7 @@ extension Worker {
   mutating func getOrCreate() {
     let key = KeySpace.createdKey(Int(random.next() % UInt64(KeySpace.createdCount)))
     let context = self.context
-    let value = context.store.value(forKey: key) {
+    let value = context.store.valueOrInsert(forKey: key) {
       Payload(
         key: key, owner: Payload.createdOwner,
         version: context.creations.add(1, ordering: .relaxed).newValue)

@@ -29,11 +29,9 @@ extension MemoryStore {
   /// The read is a hit or a miss in ``statistics`` like a subscript read. While a load runs,
   /// it keeps the store alive.
   ///
-  /// In an `async` function this is the get-or-create that a trailing closure calls, whether
-  /// or not the closure awaits: `try await store.value(forKey: key) { … }` never runs the
-  /// closure on the calling task. ``value(forKey:cost:timeToLive:orInsert:)``, which creates
-  /// on the calling thread, is the one called from synchronous code, or by its label,
-  /// `orInsert:`.
+  /// A trailing closure that does not `await` loads in a task of its own too:
+  /// `try await store.value(forKey: key) { … }` never runs the closure on the calling task.
+  /// To create on the calling thread, call ``valueOrInsert(forKey:cost:timeToLive:_:)``.
   ///
   /// - Parameters:
   ///   - key: The key to read or load.

@@ -92,7 +92,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _writeLock: _Lock
   /// Guards `_creations`.
   @usableFromInline let _creationLock: _Lock
-  /// Values being created by `value(forKey:orInsert:)`, by key; guarded by `_creationLock`.
+  /// Values being created by `valueOrInsert(forKey:_:)`, by key; guarded by `_creationLock`.
   @usableFromInline let _creations: _UnsafeBox<[Key: _Creation<Value>]>
   /// Values being loaded by `value(forKey:orLoad:)`, by key.
   let _loads: _Protected<[Key: _Load<Value>]>
@@ -553,11 +553,14 @@ extension MemoryStore {
 // MARK: - Get or create
 
 extension MemoryStore {
-  /// Returns the value for `key`, creating and storing it with `makeValue` if it is absent.
+  /// Returns the value for `key`, creating and storing it with `makeValue` on the calling
+  /// thread if it is absent.
   ///
   /// ```swift
-  /// let session = sessions.value(forKey: id) { Session(id: id) }
-  /// let token = tokens.value(forKey: user, timeToLive: .seconds(300)) { Token.issue(for: user) }
+  /// let session = sessions.valueOrInsert(forKey: id) { Session(id: id) }
+  /// let token = tokens.valueOrInsert(forKey: user, timeToLive: .seconds(300)) {
+  ///   Token.issue(for: user)
+  /// }
   /// ```
   ///
   /// Concurrent callers that miss on the same key call `makeValue` exactly once between them
@@ -569,13 +572,13 @@ extension MemoryStore {
   /// The value created is returned to the callers even if the store does not keep it: one
   /// whose cost alone exceeds ``costLimit`` is evicted by its own write.
   ///
-  /// `makeValue` must not call `value(forKey:orInsert:)` for the same key: that would wait for
-  /// itself, and it stops the program with a message instead.
+  /// `makeValue` must not call `valueOrInsert(forKey:_:)` for the same key: that would wait
+  /// for itself, and it stops the program with a message instead.
   ///
-  /// In an `async` function, a call with a trailing closure,
-  /// `try await store.value(forKey: key) { … }`, is ``value(forKey:cost:timeToLive:orLoad:)``,
-  /// which loads in a task of its own rather than on the calling task; name the argument,
-  /// `store.value(forKey: key, orInsert: { … })`, to create on the calling thread there.
+  /// Its name is not `value(forKey:)`, so that it cannot be taken for the get-or-load that
+  /// loads in a task of its own, ``value(forKey:cost:timeToLive:orLoad:)``: in `async` code,
+  /// `try await store.value(forKey: key) { … }` is always that one, and never blocks the
+  /// calling task while the closure runs.
   ///
   /// - Parameters:
   ///   - key: The key to read or create.
@@ -587,13 +590,28 @@ extension MemoryStore {
   /// - Throws: What `makeValue` throws; then nothing is stored, and a waiting caller for the
   ///   same key runs its own `makeValue`.
   /// - Complexity: O(1) on average on a hit; a miss adds `makeValue` and one write.
-  @inlinable @_disfavoredOverload
-  public func value(
+  @inlinable
+  public func valueOrInsert(
     forKey key: Key, cost: ((Value) -> Int)? = nil, timeToLive: Duration? = nil,
-    orInsert makeValue: () throws -> Value
+    _ makeValue: () throws -> Value
   ) rethrows -> Value {
     if let value = self[key] { return value }
     return try _createValue(forKey: key, cost: cost, timeToLive: timeToLive, makeValue)
+  }
+
+  /// Returns the value for `key`, creating and storing it with `makeValue` on the calling
+  /// thread if it is absent: ``valueOrInsert(forKey:cost:timeToLive:_:)``.
+  ///
+  /// With a trailing closure in `async` code, `value(forKey:) { … }` is the get-or-load,
+  /// ``value(forKey:cost:timeToLive:orLoad:)``; this one is taken only in synchronous code or
+  /// by its label.
+  @available(
+    *, deprecated, renamed: "valueOrInsert(forKey:_:)",
+    message: "to load in a task of its own instead, call value(forKey:orLoad:)"
+  )
+  @inlinable @_disfavoredOverload
+  public func value(forKey key: Key, orInsert makeValue: () throws -> Value) rethrows -> Value {
+    try valueOrInsert(forKey: key, makeValue)
   }
 
   @usableFromInline
@@ -611,7 +629,7 @@ extension MemoryStore {
         _creationLock.unlock()
         if creation.isOwnedByCurrentThread {
           _preconditionFailure(
-            "value(forKey:orInsert:) was called again for the same key from inside its makeValue")
+            "valueOrInsert(forKey:_:) was called again for the same key from inside its makeValue")
         }
         creation.lock.lock()
         let outcome = creation.outcome

@@ -96,8 +96,8 @@ extension StoreContractTests {
       observed.store["old"] = 1
       await observed.store.flushChanges()
       observed.store.addEntries(["old": 2, "new": 3])
-      _ = observed.store.value(forKey: "created", orInsert: { 4 })
-      _ = observed.store.value(forKey: "old", orInsert: { 99 })  // a hit: not a change
+      _ = observed.store.valueOrInsert(forKey: "created") { 4 }
+      _ = observed.store.valueOrInsert(forKey: "old") { 99 }  // a hit: not a change
       let batches = await observed.flushedBatches()
       try #require(batches.count == 2)
       #expect(batches[1].updated == ["old": 2, "new": 3, "created": 4])

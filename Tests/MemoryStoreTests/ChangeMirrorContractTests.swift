@@ -41,7 +41,7 @@ extension StoreContractTests {
             Dictionary(
               uniqueKeysWithValues: random.distinct(4, below: keySpace).map { ($0, value) }))
         case 70..<80: store.removeValues(forKeys: random.distinct(3, below: keySpace))
-        case 80..<90: _ = store.value(forKey: key) { value }
+        case 80..<90: _ = store.valueOrInsert(forKey: key) { value }
         case 90..<99: _ = store.updateValue(value, forKey: key)
         default: store.removeAll()
         }

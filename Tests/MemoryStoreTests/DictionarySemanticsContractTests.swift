@@ -210,7 +210,7 @@ extension StoreContractTests {
           store.removeAll()
           model.removeAll()
         case 8:
-          let made = store.value(forKey: key) { step }
+          let made = store.valueOrInsert(forKey: key) { step }
           if model[key] == nil { model[key] = step }
           #expect(made == model[key])
         case 9:

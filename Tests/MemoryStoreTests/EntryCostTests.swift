@@ -41,7 +41,7 @@ extension StoreContractTests {
       store.updateValue([1, 2], forKey: 2)
       store.addEntries([3: [1, 2, 3], 4: [1, 2, 3, 4]])
       store.setValue([1, 2, 3, 4, 5], forKey: 5)
-      _ = store.value(forKey: 6, orInsert: { [UInt8](repeating: 0, count: 6) })
+      _ = store.valueOrInsert(forKey: 6) { [UInt8](repeating: 0, count: 6) }
       _ = try await store.value(forKey: 7) { [UInt8](repeating: 0, count: 7) }
       store.update(forKey: 8) { $0 = [UInt8](repeating: 0, count: 8) }
       store.merge([(9, [UInt8](repeating: 0, count: 9))]) { old, _ in old }
@@ -55,7 +55,7 @@ extension StoreContractTests {
 
     @Test func aCostGivenToAGetOrCreateWinsOverTheStoreFunction() async throws {
       let store = MemoryStore<Int, [UInt8]>()
-      #expect(store.value(forKey: 1, cost: \.count, orInsert: { [1, 2, 3] }) == [1, 2, 3])
+      #expect(store.valueOrInsert(forKey: 1, cost: \.count) { [1, 2, 3] } == [1, 2, 3])
       #expect(store.statistics.totalCost == 3)
       store.entryCost = { _, _ in 1_000 }
       let seven: @Sendable ([UInt8]) -> Int = { _ in 7 }
@@ -79,7 +79,7 @@ extension StoreContractTests {
       #expect(store.statistics.evictions[.costLimit] == 1)
       #expect(store.statistics.totalCost == 60)
       // The same with a synchronous get-or-create.
-      let made = store.value(forKey: 3, orInsert: { [UInt8](repeating: 3, count: 101) })
+      let made = store.valueOrInsert(forKey: 3) { [UInt8](repeating: 3, count: 101) }
       #expect(made.count == 101)
       #expect(store[3] == nil)
       #expect(store[1]?.count == 60)

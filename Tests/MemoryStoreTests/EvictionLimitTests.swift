@@ -207,8 +207,8 @@ extension StoreContractTests {
       _ = store["a"]
       _ = store["zz"]
       _ = store.values(forKeys: ["a", "b"])
-      _ = store.value(forKey: "c") { 3 }
-      _ = store.value(forKey: "c") { 4 }
+      _ = store.valueOrInsert(forKey: "c") { 3 }
+      _ = store.valueOrInsert(forKey: "c") { 4 }
       let stats = store.statistics
       #expect(stats.hits == 4)
       #expect(stats.misses == 3)

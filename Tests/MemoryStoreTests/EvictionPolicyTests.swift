@@ -119,7 +119,7 @@ import Testing
         store.countLimit = [nil, 50, 200, 600][random.below(4)]
       case 88:
         store.costLimit = [nil, 300, 2_000][random.below(3)]
-      default: _ = store.value(forKey: key) { step }
+      default: _ = store.valueOrInsert(forKey: key) { step }
       }
       if let mismatch = store._policyMismatch() {
         Issue.record("step \(step): \(mismatch)")

@@ -105,7 +105,7 @@ extension StoreContractTests {
       store["default"] = 1
       store.addEntries(["merged": 2])
       store.setValue(3, forKey: "long", timeToLive: .seconds(100))
-      _ = store.value(forKey: "created") { 4 }
+      _ = store.valueOrInsert(forKey: "created") { 4 }
       scheduler.advance(by: .seconds(10))
       #expect(store.allItems == ["before": 0, "long": 3])
       scheduler.advance(by: .seconds(90))
@@ -151,7 +151,7 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>(scheduler: scheduler)
       store.setValue(1, forKey: "a", timeToLive: .seconds(1))
       scheduler.advance(by: .seconds(1))
-      #expect(store.value(forKey: "a") { 2 } == 2)
+      #expect(store.valueOrInsert(forKey: "a") { 2 } == 2)
     }
 
     @Test func aSnapshotNeverHoldsAnExpiredEntry() throws {

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 extension StoreContractTests {
-  /// `value(forKey:orInsert:)`: one creation per key, no lock held while it runs.
+  /// `valueOrInsert(forKey:_:)`: one creation per key, no lock held while it runs.
   @Suite("Get or create") struct GetOrCreate {
     struct Failure: Error, Equatable {
       var id = 0
@@ -12,7 +12,7 @@ extension StoreContractTests {
     @Test func aMissCallsMakeValueOnceAndStoresTheResult() {
       let store = MemoryStore<String, Int>()
       var calls = 0
-      let value = store.value(forKey: "a") {
+      let value = store.valueOrInsert(forKey: "a") {
         calls += 1
         return 1
       }
@@ -25,13 +25,13 @@ extension StoreContractTests {
     @Test func aHitNeverCallsMakeValue() {
       let store = MemoryStore<String, Int>()
       store["a"] = 1
-      let first = store.value(forKey: "a") {
+      let first = store.valueOrInsert(forKey: "a") {
         Issue.record("makeValue ran although the key was present")
         return 2
       }
       #expect(first == 1)
-      _ = store.value(forKey: "b") { 3 }
-      let second = store.value(forKey: "b") {
+      _ = store.valueOrInsert(forKey: "b") { 3 }
+      let second = store.valueOrInsert(forKey: "b") {
         Issue.record("makeValue ran for a value it had already created")
         return 4
       }
@@ -43,23 +43,23 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>()
       store["other"] = 0
       #expect(throws: Failure(id: 1)) {
-        try store.value(forKey: "a") { throw Failure(id: 1) }
+        try store.valueOrInsert(forKey: "a") { throw Failure(id: 1) }
       }
       #expect(store["a"] == nil)
       #expect(store.allItems == ["other": 0])
       // A later call creates the value.
-      #expect(store.value(forKey: "a") { 2 } == 2)
+      #expect(store.valueOrInsert(forKey: "a") { 2 } == 2)
       #expect(store["a"] == 2)
     }
 
     @Test func afterAThrowAnotherThreadCanCreateTheValue() throws {
       let store = MemoryStore<String, Int>()
       #expect(throws: Failure.self) {
-        try store.value(forKey: "a") { throw Failure() }
+        try store.valueOrInsert(forKey: "a") { throw Failure() }
       }
       // A creation left behind by the throw would make this thread wait forever.
       let values = try #require(
-        runOnThreads(1, timeout: 10) { _ in store.value(forKey: "a") { 5 } })
+        runOnThreads(1, timeout: 10) { _ in store.valueOrInsert(forKey: "a") { 5 } })
       #expect(values == [5])
       #expect(store["a"] == 5)
     }
@@ -67,7 +67,7 @@ extension StoreContractTests {
     @Test func makeValueMayReadAndWriteTheStore() {
       let store = MemoryStore<String, Int>()
       store["existing"] = 1
-      let value = store.value(forKey: "new") {
+      let value = store.valueOrInsert(forKey: "new") {
         #expect(store["new"] == nil)
         #expect(store.values(forKeys: ["new", "existing"]) == ["existing": 1])
         store["other"] = 2
@@ -94,7 +94,7 @@ extension StoreContractTests {
         runOnThreads(threads) { thread in
           rounds.enumerated().map { key, round in
             round.arrived.wrappingAdd(1, ordering: .relaxed)
-            return store.value(forKey: key) {
+            return store.valueOrInsert(forKey: key) {
               round.makeValueCalls.wrappingAdd(1, ordering: .relaxed)
               // Keep the creation going until every thread has called for this key, so they
               // all miss together.
@@ -128,7 +128,7 @@ extension StoreContractTests {
             if thread == 0 {
               do {
                 return .success(
-                  try store.value(forKey: key) {
+                  try store.valueOrInsert(forKey: key) {
                     creating.store(true, ordering: .relaxed)
                     // Throw only once the seven others are calling for the same key.
                     _ = spinWait(timeout: 10) { arrived.load(ordering: .relaxed) == 7 }
@@ -141,7 +141,7 @@ extension StoreContractTests {
             _ = spinWait(timeout: 10) { creating.load(ordering: .relaxed) }
             arrived.wrappingAdd(1, ordering: .relaxed)
             return .success(
-              store.value(forKey: key) {
+              store.valueOrInsert(forKey: key) {
                 creations.wrappingAdd(1, ordering: .relaxed)
                 return thread
               })
@@ -166,14 +166,14 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>()
       store["other"] = 1
       let observations = Locked<HelperObservations?>(nil)
-      let value = store.value(forKey: "slow") {
+      let value = store.valueOrInsert(forKey: "slow") {
         // While this creation runs, another thread reads and writes other keys, creates
         // another key, and reads the key being created.
         let helper = startThread {
           store["other"] = 2
           let otherAfterWrite = store["other"]
           let keyBeingCreated = store["slow"]
-          let created = store.value(forKey: "another") { 3 }
+          let created = store.valueOrInsert(forKey: "another") { 3 }
           let removed = store.removeValue(forKey: "other")
           store.addEntries(["x": 4, "y": 5])
           let batch = store.values(forKeys: ["x", "y", "slow"])
@@ -199,7 +199,7 @@ extension StoreContractTests {
       // wait could succeed.
       let started = (0..<2).map { _ in TimedSemaphore() }
       let outcomes = runOnThreads(2, timeout: 30) { thread in
-        store.value(forKey: thread) {
+        store.valueOrInsert(forKey: thread) {
           started[thread].signal()
           return started[1 - thread].wait(timeout: 10) ? thread + 10 : -1
         }

@@ -23,8 +23,8 @@ extension StoreContractTests {
         #expect(store.count == 3)
         #expect(store.allItems == ["a": 10, "b": 20, "c": 30])
         #expect(store.values(forKeys: ["a", "c", "zz"]) == ["a": 10, "c": 30])
-        #expect(store.value(forKey: "d") { 4 } == 4)
-        #expect(store.value(forKey: "d") { 99 } == 4)
+        #expect(store.valueOrInsert(forKey: "d") { 4 } == 4)
+        #expect(store.valueOrInsert(forKey: "d") { 99 } == 4)
         store.removeAll()
         #expect(store.isEmpty)
         #expect(store["a"] == nil)
@@ -65,7 +65,7 @@ extension StoreContractTests {
           store.removeAll()
           model.removeAll()
         case 7:
-          let made = store.value(forKey: key) { -key }
+          let made = store.valueOrInsert(forKey: key) { -key }
           if model[key] == nil { model[key] = -key }
           #expect(made == model[key])
         default:

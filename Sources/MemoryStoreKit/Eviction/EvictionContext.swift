@@ -170,7 +170,7 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
     public var total: UInt64 { counts.reduce(0, +) }
   }
 
-  /// Lookups that found their key: subscript reads, `value(forKey:orInsert:)` hits, and each
+  /// Lookups that found their key: subscript reads, `valueOrInsert(forKey:_:)` hits, and each
   /// key found by `values(forKeys:)`.
   public var hits: UInt64
   /// Lookups that did not find their key.

@@ -209,7 +209,7 @@ extension MemoryStore {
   ///
   /// It weighs the values of every write that gives no cost: the subscript,
   /// ``updateValue(_:forKey:)``, ``addEntries(_:)``, ``setValue(_:forKey:cost:timeToLive:)``
-  /// without `cost`, get-or-create (``value(forKey:cost:timeToLive:orInsert:)``,
+  /// without `cost`, get-or-create (``valueOrInsert(forKey:cost:timeToLive:_:)``,
   /// ``value(forKey:cost:timeToLive:orLoad:)``) without `cost`, ``update(forKey:_:)``,
   /// `merge(_:uniquingKeysWith:)` and a persistence manager's `load()`. It runs outside every
   /// lock (see ``EntryCost``). Entries written before it is set keep their costs.

@@ -1,4 +1,4 @@
-/// One value being created by `MemoryStore.value(forKey:orInsert:)`.
+/// One value being created by `MemoryStore.valueOrInsert(forKey:_:)`.
 ///
 /// The creating thread holds ``lock`` from before the creation becomes visible to other
 /// threads until ``outcome`` is set, so other callers for the same key wait by taking the lock.
