@@ -62,8 +62,8 @@ import Synchronization
 /// A store can remove entries on its own: an eviction decider run by
 /// ``purgeEvictableItems(trigger:)``, every ``evictionInterval`` and on
 /// ``handleMemoryPressure(_:)``; a ``countLimit`` and a ``costLimit`` enforced by every write,
-/// least recently used first in approximation (CLOCK); and a time to live per entry
-/// (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change
+/// in SIEVE order (the oldest entry not read since the hand last passed); and a time to live
+/// per entry (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change
 /// batches with their ``ChangeReason``, and ``statistics`` counts them:
 ///
 /// ```swift

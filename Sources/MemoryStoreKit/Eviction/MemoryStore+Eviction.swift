@@ -630,10 +630,6 @@ extension MemoryStore {
     let metadata = _entryMetadataLocked(now: now, cost: 0, timeToLive: nil)
     var protected = -1
     switch operation {
-    case .set(let key, let value):
-      let applied = write.set(key, value, metadata, in: self)
-      write.outcome.previous = applied.previous
-      protected = applied.position
     case .insert(let key, let value, let cost, let timeToLive):
       if let existing = write.liveNode(key, in: self) {
         write.outcome.previous = existing.value.pointee
@@ -643,8 +639,6 @@ extension MemoryStore {
           ? metadata : _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive)
         protected = write.set(key, value, metadata, in: self).position
       }
-    case .remove(let key):
-      write.outcome.previous = write.remove(key, reason: reason, in: self)
     case .merge(let entries, let costs):
       if let costs {
         var costed = metadata

@@ -84,9 +84,6 @@ struct _Policy {
 
   // MARK: Accounting
 
-  /// The entries with a deadline.
-  @inlinable var expiringCount: Int { expiries.count }
-
   /// Counts `new`, which the write lock holder just staged in place of `old` (`nil`, a
   /// tombstone, or the entry's previous node, at the same ring position), in a store now of
   /// `count` entries; a new entry is placed in the eviction order (see ``admit(_:count:)``).

@@ -2,11 +2,9 @@
 /// key by key and publishes it as one atomic step.
 @usableFromInline
 enum _WriteOperation<Key: Hashable, Value> {
-  case set(Key, Value)
   /// Stores the value only if the key is absent, with a cost and a time to live (`nil`: the
   /// default).
   case insert(Key, Value, cost: Int, timeToLive: Duration?)
-  case remove(Key)
   /// Sets every entry, each with its cost in `costs` (weighed outside the lock; `nil`: all 0)
   /// and the default time to live.
   case merge([Key: Value], costs: [Key: Int]?)
