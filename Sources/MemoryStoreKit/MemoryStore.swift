@@ -128,10 +128,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// The current second since creation, plus one, for reads to record; 0 while no decider
   /// needs read times.
   @usableFromInline let _readTick: Atomic<UInt32>
-  /// The eviction decider, if any.
-  let _evictionDecider: _Protected<EvictionDecider?>
-  /// The cost function, if any (see ``entryCost``).
-  let _entryCost: _Protected<EntryCost?>
+  /// The user's functions that the store calls: the eviction decider and the cost function.
+  let _functions: _Protected<_UserFunctions>
   /// Whether the store has a cost function: read by writers before they lock, to weigh their
   /// values outside every lock.
   @usableFromInline let _weighs: Atomic<Bool>
@@ -169,8 +167,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _nextExpiry = Atomic(.max)
     _readTick = Atomic(0)
     _timesEntries = Atomic(false)
-    _evictionDecider = _Protected(nil)
-    _entryCost = _Protected(nil)
+    _functions = _Protected(_UserFunctions())
     _weighs = Atomic(false)
     _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()

@@ -170,6 +170,21 @@ extension StoreContractTests {
       #expect(calls.load(ordering: .relaxed) == 4)
     }
 
+    @Test func theStoresFunctionsStayCallableAfterManyReads() {
+      // Each read of a function kept as a generic lock's own state used to wrap it in two
+      // more conversion thunks, until calling it overflowed the stack.
+      let store = MemoryStore<Int, [UInt8]> { _, value, _ in value.isEmpty }
+      store.entryCost = { _, data in data.count }
+      for _ in 0..<300_000 {
+        _ = store.evictionDecider
+        _ = store.entryCost
+      }
+      store[1] = []
+      store[2] = [1, 2]
+      #expect(store.purgeEvictableItems() == [1: []])
+      #expect(store.statistics.totalCost == 2)
+    }
+
     @Test func aTrailingClosureInAsyncCodeLoadsInATaskOfItsOwn() async throws {
       let store = MemoryStore<String, Int>()
       // A cancelled caller stops waiting at once, while the load goes on; creating on the

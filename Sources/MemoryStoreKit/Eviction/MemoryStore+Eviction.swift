@@ -11,6 +11,17 @@ extension MemoryStore {
   /// read and write the store. It never runs concurrently with itself for one store.
   public typealias EvictionDecider = @Sendable (Key, Value, EvictionContext) -> Bool
 
+  /// The user's functions that the store calls, kept together behind one lock.
+  ///
+  /// They are fields of a struct rather than the lock's state themselves: a function value
+  /// stored as the state of a generic container is converted to and from the container's
+  /// generic form on every access, and an `inout` access wraps it in two more conversion
+  /// thunks each time, so that after many reads calling it overflowed the stack.
+  struct _UserFunctions: Sendable {
+    var evictionDecider: EvictionDecider?
+    var entryCost: EntryCost?
+  }
+
   /// Creates an empty store whose entries an eviction decider can remove.
   ///
   /// ```swift
@@ -56,7 +67,7 @@ extension MemoryStore {
   /// Entries written before the first decider was set report that instant as their
   /// ``EvictionContext/writtenAt``. Thread-safe.
   public var evictionDecider: EvictionDecider? {
-    get { _evictionDecider.withLock { $0 } }
+    get { _functions.withLock { $0.evictionDecider } }
     set {
       let now = _clockNanos()
       let (activation, isFirst) = _writeLock.withLock { () -> (_TableGarbage?, Bool) in
@@ -70,9 +81,9 @@ extension MemoryStore {
       }
       // The decider replaced is released after unlocking: it may hold the last reference to
       // something whose deinit uses the store.
-      let replaced = _evictionDecider.withLock { decider in
-        defer { decider = newValue }
-        return decider
+      let replaced = _functions.withLock { functions in
+        defer { functions.evictionDecider = newValue }
+        return functions.evictionDecider
       }
       withExtendedLifetime(replaced) {}
       _release(activation)
@@ -217,15 +228,15 @@ extension MemoryStore {
   /// Setting it makes entries carry their metadata, as a first limit does: O(*n*) once on a
   /// large store, and writes go through the eviction policy. Thread-safe.
   public var entryCost: EntryCost? {
-    get { _entryCost.withLock { $0 } }
+    get { _functions.withLock { $0.entryCost } }
     set {
       let now = _clockNanos()
       let activation =
         newValue == nil ? nil : _writeLock.withLock { _activatePolicyLocked(now: now) }
       // The function replaced is released after unlocking, like a decider.
-      let replaced = _entryCost.withLock { cost in
-        defer { cost = newValue }
-        return cost
+      let replaced = _functions.withLock { functions in
+        defer { functions.entryCost = newValue }
+        return functions.entryCost
       }
       _weighs.store(newValue != nil, ordering: .relaxed)
       withExtendedLifetime(replaced) {}
@@ -243,7 +254,7 @@ extension MemoryStore {
 
   @usableFromInline
   func _weighSlow(_ key: Key, _ value: Value) -> Int? {
-    guard let entryCost = _entryCost.withLock({ $0 }) else { return nil }
+    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
     return max(entryCost(key, value), 0)
   }
 
@@ -257,7 +268,7 @@ extension MemoryStore {
 
   @usableFromInline
   func _weighAllSlow(_ entries: [Key: Value]) -> [Key: Int]? {
-    guard let entryCost = _entryCost.withLock({ $0 }) else { return nil }
+    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
     var costs: [Key: Int] = [:]
     costs.reserveCapacity(entries.count)
     for (key, value) in entries { costs[key] = max(entryCost(key, value), 0) }
