@@ -282,13 +282,7 @@ enum _SnapshotFile {
       removeTemporaryFilesWhileLocked(of: fileName, in: directory)
       removingStaleTemporaryFiles = false
     }
-    var template = Array((directory + "/" + temporaryPrefix(for: fileName) + "XXXXXX").utf8CString)
-    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let temporary = String(
-      decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    guard descriptor >= 0 else {
-      throw SystemCallFailure(step: "creating the temporary file", path: temporary, code: errno)
-    }
+    let (descriptor, temporary) = try createTemporaryFile(for: fileName, in: directory)
     var isOpen = true
     var isRenamed = false
     defer {
@@ -336,6 +330,22 @@ enum _SnapshotFile {
         step: "flushing the directory to disk", path: directory, code: errno, isAfterRename: true)
     }
     return true
+  }
+
+  /// Creates a temporary file for a save of `fileName` in `directory`, under a new name
+  /// starting with ``temporaryPrefix(for:)``, mode 0600, open for reading and writing.
+  ///
+  /// - Returns: Its descriptor, which the caller closes, and its path.
+  static func createTemporaryFile(
+    for fileName: String, in directory: String
+  ) throws(SystemCallFailure) -> (descriptor: Int32, path: String) {
+    var template = Array((directory + "/" + temporaryPrefix(for: fileName) + "XXXXXX").utf8CString)
+    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+    let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard descriptor >= 0 else {
+      throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
+    }
+    return (descriptor, path)
   }
 
   /// Removes the temporary files that saves of `fileName` left in `directory` when their
