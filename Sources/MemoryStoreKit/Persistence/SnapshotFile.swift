@@ -289,7 +289,6 @@ enum _SnapshotFile {
       if isOpen { close(descriptor) }
       if !isRenamed { unlink(temporary) }
     }
-    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
     let headerFailure = header.withUnsafeBytes { writeAll(descriptor, $0) }
     if let code = headerFailure {
       throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
@@ -333,19 +332,35 @@ enum _SnapshotFile {
   }
 
   /// Creates a temporary file for a save of `fileName` in `directory`, under a new name
-  /// starting with ``temporaryPrefix(for:)``, mode 0600, open for reading and writing.
+  /// starting with ``temporaryPrefix(for:)`` and ending with six random letters and digits,
+  /// mode 0600, open for reading and writing.
+  ///
+  /// The descriptor is close-on-exec from the start: a program that another thread starts with
+  /// fork and exec never inherits it, not even for the moment between `mkstemp` and an `fcntl`
+  /// that would set the flag afterwards. This is `mkostemp(template, O_CLOEXEC)` written out
+  /// (`open` with `O_CREAT | O_EXCL | O_CLOEXEC`, a new name on `EEXIST`), as Glibc's module
+  /// does not declare that GNU extension to Swift.
   ///
   /// - Returns: Its descriptor, which the caller closes, and its path.
   static func createTemporaryFile(
     for fileName: String, in directory: String
   ) throws(SystemCallFailure) -> (descriptor: Int32, path: String) {
-    var template = Array((directory + "/" + temporaryPrefix(for: fileName) + "XXXXXX").utf8CString)
-    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    guard descriptor >= 0 else {
-      throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
+    let base = directory + "/" + temporaryPrefix(for: fileName)
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+    var generator = SystemRandomNumberGenerator()
+    var path = base
+    // 62^6 names: a collision is rare, a hundred in a row means something else is wrong.
+    for _ in 0..<100 {
+      // The alphabet is not empty, so `randomElement` returns an element.
+      let suffix = (0..<6).map { _ in alphabet.randomElement(using: &generator)! }
+      path = base + String(decoding: suffix, as: UTF8.self)
+      let descriptor = retryingInterrupts {
+        open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+      }
+      if descriptor >= 0 { return (descriptor, path) }
+      if errno != EEXIST { break }
     }
-    return (descriptor, path)
+    throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
   }
 
   /// Removes the temporary files that saves of `fileName` left in `directory` when their
