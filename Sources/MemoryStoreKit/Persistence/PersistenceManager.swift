@@ -416,8 +416,9 @@ public final class PersistenceManager<
   ///   snapshot, is truncated or damaged, comes from another format version or coder, or does
   ///   not decode as `[Key: Value]`. The store is then untouched, and the file is moved aside
   ///   (``PersistenceError/movedTo``) so that the next save does not overwrite it.
-  ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all (the file
-  ///   is left in place).
+  ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all, or if the
+  ///   path names a directory, a FIFO, a socket or a device, which is refused at once without
+  ///   waiting for a writer (the file is left in place).
   /// - Complexity: O(n) to decode n entries, then one write of n entries.
   @discardableResult
   public func load() throws(PersistenceError) -> Int {
@@ -426,11 +427,15 @@ public final class PersistenceManager<
     do {
       outcome = try _SnapshotFile.readFile(at: fileURL.path, maximumSize: maximum)
     } catch {
+      let detail =
+        if let reason = error.reason {
+          "Loading \(fileURL.path) failed: \(reason); it was left as it is"
+        } else {
+          "Loading \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
+            + error.step
+        }
       throw PersistenceError(
-        .readFailed, fileURL: fileURL,
-        detail: "Loading \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
-          + error.step,
-        code: POSIXErrorCode(rawValue: error.code))
+        .readFailed, fileURL: fileURL, detail: detail, code: POSIXErrorCode(rawValue: error.code))
     }
     switch outcome {
     case .missing:

@@ -166,25 +166,61 @@ enum _SnapshotFile {
     /// Whether the failure came after the new file had replaced the old one (flushing the
     /// directory): the new snapshot is then in place, but a power loss could undo the rename.
     var isAfterRename = false
+    /// What went wrong, in words, when it is not the system call's error: the path names
+    /// something else than a regular file.
+    var reason: String?
+  }
+
+  /// Throws unless `status` describes a regular file: `EISDIR` for a directory, `EINVAL` for
+  /// anything else, with a reason naming what the path is.
+  static func requireRegularFile(
+    _ status: stat, at path: String
+  ) throws(SystemCallFailure) {
+    let type = status.st_mode & S_IFMT
+    if type == S_IFREG { return }
+    let what =
+      switch type {
+      case S_IFDIR: "a directory"
+      case S_IFIFO: "a FIFO (named pipe)"
+      case S_IFSOCK: "a socket"
+      case S_IFCHR: "a character device"
+      case S_IFBLK: "a block device"
+      default: "a file of an unknown type"
+      }
+    throw SystemCallFailure(
+      step: "looking up the file", path: path, code: type == S_IFDIR ? EISDIR : EINVAL,
+      reason: "the path names \(what), not a regular file")
   }
 
   /// Reads the whole file at `path`, refusing (before reading) a file larger than
-  /// `maximumSize`.
+  /// `maximumSize` and anything that is not a regular file.
+  ///
+  /// A FIFO, a socket, a device or a directory is refused without being opened (opening a
+  /// FIFO for reading waits for a writer, and opening a device can act on it): `stat` looks at
+  /// the path first. The open itself does not wait either (`O_NONBLOCK`), should the path have
+  /// been replaced by a FIFO meanwhile, and `fstat` checks what it opened.
   static func readFile(at path: String, maximumSize: Int) throws(SystemCallFailure) -> ReadOutcome {
-    let descriptor = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      if errno == ENOENT { return .missing }
+      throw SystemCallFailure(step: "looking up the file", path: path, code: errno)
+    }
+    try requireRegularFile(status, at: path)
+    let descriptor = retryingInterrupts {
+      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    }
     if descriptor < 0 {
       if errno == ENOENT { return .missing }
       throw SystemCallFailure(step: "opening the file", path: path, code: errno)
     }
     defer { close(descriptor) }
-    var status = stat()
     guard fstat(descriptor, &status) == 0 else {
       throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
     }
-    guard (status.st_mode & S_IFMT) == S_IFREG else {
-      let code = (status.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL
-      throw SystemCallFailure(step: "opening the file", path: path, code: code)
-    }
+    try requireRegularFile(status, at: path)
+    // Reads of a regular file never wait anyway; blocking reads all the same, as for any file.
+    let flags = fcntl(descriptor, F_GETFL)
+    if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
     let size = Int(status.st_size)
     if size > maximumSize { return .tooLarge(size: size) }
     var bytes = [UInt8](repeating: 0, count: size)
