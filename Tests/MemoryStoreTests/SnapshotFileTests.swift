@@ -77,5 +77,25 @@ extension StoreContractTests {
       // The same bytes, one shorter.
       #expect(bytes.dropLast().withUnsafeBytes { _SnapshotFile.checksum($0) } != original)
     }
+
+    /// A descriptor that is not close-on-exec from the instant it exists leaks into a program
+    /// that another thread starts with fork and exec meanwhile: the temporary file's and the
+    /// lock file's are checked as their functions return them, before anything else runs.
+    @Test func theTemporaryFileAndTheLockAreCloseOnExecFromTheStart() throws {
+      let directory = TemporaryDirectory()
+      let (temporary, path) = try _SnapshotFile.createTemporaryFile(
+        for: "store.snapshot", in: directory.url.path)
+      let temporaryFlags = fcntl(temporary, F_GETFD)
+      close(temporary)
+      unlink(path)
+      #expect(temporaryFlags >= 0)
+      #expect(temporaryFlags & FD_CLOEXEC != 0, "the temporary file")
+      let lock = try #require(
+        try _SnapshotFile.lockSaves(of: "store.snapshot", in: directory.url.path, wait: false))
+      let lockFlags = fcntl(lock, F_GETFD)
+      close(lock)
+      #expect(lockFlags >= 0)
+      #expect(lockFlags & FD_CLOEXEC != 0, "the lock file")
+    }
   }
 }

@@ -34,9 +34,12 @@ import Foundation
 /// ``decode(_:as:)`` never traps on any bytes: truncated, random or malicious payloads throw a
 /// `DecodingError` whose coding path locates the value and whose description gives the byte
 /// offset. Every declared count and length is checked against the bytes that remain before
-/// anything is allocated for it, so memory stays proportional to the payload's size; nesting
-/// is limited to 512 containers; strings must be valid UTF-8; numbers must fit the type asked
-/// for; and a payload with trailing bytes or a repeated top-level key is rejected.
+/// anything is allocated for it, and a string table of many tiny strings is kept as positions
+/// in the payload rather than as `String`s, so that decoding takes at most about twice the
+/// payload's size beside the payload and the decoded values (``decode(_:as:)`` copies the
+/// payload once; a ``PersistenceManager``'s load decodes the buffer it read without a copy).
+/// Nesting is limited to 512 containers; strings must be valid UTF-8; numbers must fit the type
+/// asked for; and a payload with trailing bytes or a repeated top-level key is rejected.
 ///
 /// Thread safety: thread-safe and stateless; every call builds its own encoder or decoder, so
 /// any number of threads may share a coder.

@@ -159,6 +159,11 @@ public final class PersistenceManager<
 
   /// The largest file ``load()`` reads, in bytes; a larger file is rejected before it is read.
   /// 256 MiB by default.
+  ///
+  /// A load holds the file's payload in memory once, and the entries it decodes. The binary
+  /// coder takes at most about three times the file's size beyond those entries, whatever the
+  /// bytes; `JSONDecoder`, behind the JSON coder, indexes the whole document first, which for
+  /// a payload of many small values takes about 24 times its size.
   public var maximumFileSize: Int {
     get { _state.withLock { $0.maximumFileSize } }
     set { _state.withLock { $0.maximumFileSize = newValue } }
@@ -416,21 +421,28 @@ public final class PersistenceManager<
   ///   snapshot, is truncated or damaged, comes from another format version or coder, or does
   ///   not decode as `[Key: Value]`. The store is then untouched, and the file is moved aside
   ///   (``PersistenceError/movedTo``) so that the next save does not overwrite it.
-  ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all (the file
-  ///   is left in place).
+  ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all, or if the
+  ///   path names a directory, a FIFO, a socket or a device, which is refused at once without
+  ///   waiting for a writer (the file is left in place).
   /// - Complexity: O(n) to decode n entries, then one write of n entries.
   @discardableResult
   public func load() throws(PersistenceError) -> Int {
     let maximum = maximumFileSize
     let outcome: _SnapshotFile.ReadOutcome
     do {
-      outcome = try _SnapshotFile.readFile(at: fileURL.path, maximumSize: maximum)
+      outcome = try _SnapshotFile.readSnapshot(
+        at: fileURL.path, maximumSize: maximum, formatName: coder.formatName,
+        payloadAsBytes: coder is BinarySnapshotCoder)
     } catch {
+      let detail =
+        if let reason = error.reason {
+          "Loading \(fileURL.path) failed: \(reason); it was left as it is"
+        } else {
+          "Loading \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
+            + error.step
+        }
       throw PersistenceError(
-        .readFailed, fileURL: fileURL,
-        detail: "Loading \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
-          + error.step,
-        code: POSIXErrorCode(rawValue: error.code))
+        .readFailed, fileURL: fileURL, detail: detail, code: POSIXErrorCode(rawValue: error.code))
     }
     switch outcome {
     case .missing:
@@ -441,10 +453,12 @@ public final class PersistenceManager<
           .fileTooLarge, fileURL: fileURL,
           detail: "Loading \(fileURL.path) failed: the file is \(size) bytes, more than "
             + "maximumFileSize (\(maximum)); it was not read"))
-    case .contents(let bytes):
+    case .rejected(let rejection):
+      throw _reject(_rejection(rejection))
+    case .snapshot(let header, let payload):
       let entries: [Key: Value]
       do {
-        entries = try _decode(bytes)
+        entries = try _decode(payload, header: header)
       } catch {
         throw _reject(error)
       }
@@ -452,24 +466,35 @@ public final class PersistenceManager<
     }
   }
 
-  /// Verifies and decodes a snapshot file's contents.
-  func _decode(_ bytes: [UInt8]) throws(PersistenceError) -> [Key: Value] {
-    // `withUnsafeBytes` rethrows untyped: carry the typed rejection out in a `Result`.
-    let checked = bytes.withUnsafeBytes { file in
-      Result { () throws(_SnapshotFile.Rejection) in
-        try _SnapshotFile.verify(file, formatName: coder.formatName)
-      }
-    }
+  /// Verifies and decodes a whole snapshot file held in memory, as ``load()`` does a file it
+  /// reads.
+  func _decode(_ file: [UInt8]) throws(PersistenceError) -> [Key: Value] {
     let header: _SnapshotFile.Header
     let payload: Range<Int>
     do {
-      (header, payload) = try checked.get()
+      (header, payload) = try _SnapshotFile.verify(file, formatName: coder.formatName)
     } catch {
       throw _rejection(error)
     }
+    return try _decode(
+      coder is BinarySnapshotCoder ? .bytes(Array(file[payload])) : .data(Data(file[payload])),
+      header: header)
+  }
+
+  /// Decodes a verified payload: the binary coder's straight from the array the file was read
+  /// into (``BinarySnapshotCoder/decode(_:as:)`` would copy it), any other coder's with its
+  /// `decode(_:as:)`.
+  func _decode(
+    _ payload: _SnapshotFile.Payload, header: _SnapshotFile.Header
+  ) throws(PersistenceError) -> [Key: Value] {
     let entries: [Key: Value]
     do {
-      entries = try coder.decode(Data(bytes[payload]), as: [Key: Value].self)
+      switch payload {
+      case .bytes(let bytes):
+        entries = try _BinaryDecoding.decode(bytes: bytes)
+      case .data(let data):
+        entries = try coder.decode(data, as: [Key: Value].self)
+      }
     } catch {
       var detail =
         "Loading \(fileURL.path) failed: the payload does not decode as "

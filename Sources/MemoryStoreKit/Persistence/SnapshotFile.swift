@@ -73,46 +73,62 @@ enum _SnapshotFile {
     return bytes
   }
 
-  /// Checks `file`'s header and payload for a snapshot written by the coder named
-  /// `formatName`, and returns the header and the payload's range.
-  static func verify(
-    _ file: UnsafeRawBufferPointer, formatName: String
-  ) throws(Rejection) -> (Header, Range<Int>) {
+  /// Checks the header of a file of `fileSize` bytes for a snapshot written by the coder
+  /// named `formatName`: `prefix` holds the file's first `min(fileSize, headerSize)` bytes.
+  /// The payload's checksum is left to the caller, which reads the payload only if the header
+  /// passes.
+  static func verifyHeader(
+    _ prefix: [UInt8], fileSize: Int, formatName: String
+  ) throws(Rejection) -> Header {
     // An empty file is what a torn non-atomic write typically leaves: truncated.
-    let prefix = min(file.count, magic.count)
-    guard file.prefix(prefix).elementsEqual(magic.prefix(prefix)) else { throw .notASnapshot }
-    guard file.count >= headerSize else {
-      throw .truncated(expected: headerSize, found: file.count)
+    let count = min(prefix.count, magic.count)
+    guard prefix[..<count].elementsEqual(magic[..<count]) else { throw .notASnapshot }
+    guard prefix.count >= headerSize, fileSize >= headerSize else {
+      throw .truncated(expected: headerSize, found: min(prefix.count, fileSize))
     }
-    let storedHeaderSum = load(UInt32.self, file, at: 44)
-    let headerSum = checksum(UnsafeRawBufferPointer(rebasing: file[0..<44]))
-    guard storedHeaderSum == UInt32(truncatingIfNeeded: headerSum) else { throw .headerChecksum }
-    let version = load(UInt32.self, file, at: 8)
+    let (headerSumMatches, version, header) = prefix.withUnsafeBytes { file in
+      let headerSum = checksum(UnsafeRawBufferPointer(rebasing: file[0..<44]))
+      return (
+        load(UInt32.self, file, at: 44) == UInt32(truncatingIfNeeded: headerSum),
+        load(UInt32.self, file, at: 8),
+        Header(
+          formatName: String(decoding: file[12..<20].prefix { $0 != 0 }, as: UTF8.self),
+          entryCount: load(UInt64.self, file, at: 20),
+          payloadLength: load(UInt64.self, file, at: 28),
+          payloadChecksum: load(UInt64.self, file, at: 36))
+      )
+    }
+    guard headerSumMatches else { throw .headerChecksum }
     guard version == Self.version else { throw .unsupportedVersion(version) }
-    let nameBytes = file[12..<20].prefix { $0 != 0 }
-    let name = String(decoding: nameBytes, as: UTF8.self)
-    guard name == formatName else { throw .formatMismatch(found: name) }
-    let header = Header(
-      formatName: name, entryCount: load(UInt64.self, file, at: 20),
-      payloadLength: load(UInt64.self, file, at: 28),
-      payloadChecksum: load(UInt64.self, file, at: 36))
-    let available = UInt64(file.count - headerSize)
+    guard header.formatName == formatName else { throw .formatMismatch(found: header.formatName) }
+    let available = UInt64(fileSize - headerSize)
     guard header.payloadLength <= available else {
       throw .truncated(
         expected: headerSize
           + Int(clamping: min(header.payloadLength, UInt64(Int.max - headerSize))),
-        found: file.count)
+        found: fileSize)
     }
     guard header.payloadLength == available else {
-      throw .trailingBytes(expected: headerSize + Int(header.payloadLength), found: file.count)
+      throw .trailingBytes(expected: headerSize + Int(header.payloadLength), found: fileSize)
     }
     // Every entry takes at least one byte in any format.
     guard header.entryCount <= max(header.payloadLength, 1) else {
       throw .implausibleCount(header.entryCount)
     }
+    return header
+  }
+
+  /// Checks the header and payload of a whole file held in memory, as
+  /// ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` checks a file it reads, and
+  /// returns the header and the payload's range.
+  static func verify(
+    _ file: [UInt8], formatName: String
+  ) throws(Rejection) -> (Header, Range<Int>) {
+    let header = try verifyHeader(
+      Array(file.prefix(headerSize)), fileSize: file.count, formatName: formatName)
     let payload = headerSize..<file.count
-    guard checksum(UnsafeRawBufferPointer(rebasing: file[payload])) == header.payloadChecksum
-    else { throw .payloadChecksum }
+    let sum = file.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[payload])) }
+    guard sum == header.payloadChecksum else { throw .payloadChecksum }
     return (header, payload)
   }
 
@@ -151,11 +167,21 @@ enum _SnapshotFile {
 
   // MARK: Reading
 
-  /// What ``readFile(at:maximumSize:)`` found.
+  /// A snapshot's payload, in the one buffer the file's payload was read into.
+  enum Payload {
+    /// For ``BinarySnapshotCoder``, whose decoder reads an array.
+    case bytes([UInt8])
+    /// For every other coder, which takes `Data`.
+    case data(Data)
+  }
+
+  /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found.
   enum ReadOutcome {
     case missing
     case tooLarge(size: Int)
-    case contents([UInt8])
+    /// The header or the payload's checksum rejects the file.
+    case rejected(Rejection)
+    case snapshot(Header, Payload)
   }
 
   /// A failed system call: which step, and `errno`.
@@ -166,44 +192,115 @@ enum _SnapshotFile {
     /// Whether the failure came after the new file had replaced the old one (flushing the
     /// directory): the new snapshot is then in place, but a power loss could undo the rename.
     var isAfterRename = false
+    /// What went wrong, in words, when it is not the system call's error: the path names
+    /// something else than a regular file.
+    var reason: String?
   }
 
-  /// Reads the whole file at `path`, refusing (before reading) a file larger than
-  /// `maximumSize`.
-  static func readFile(at path: String, maximumSize: Int) throws(SystemCallFailure) -> ReadOutcome {
-    let descriptor = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+  /// Throws unless `status` describes a regular file: `EISDIR` for a directory, `EINVAL` for
+  /// anything else, with a reason naming what the path is.
+  static func requireRegularFile(
+    _ status: stat, at path: String
+  ) throws(SystemCallFailure) {
+    let type = status.st_mode & S_IFMT
+    if type == S_IFREG { return }
+    let what =
+      switch type {
+      case S_IFDIR: "a directory"
+      case S_IFIFO: "a FIFO (named pipe)"
+      case S_IFSOCK: "a socket"
+      case S_IFCHR: "a character device"
+      case S_IFBLK: "a block device"
+      default: "a file of an unknown type"
+      }
+    throw SystemCallFailure(
+      step: "looking up the file", path: path, code: type == S_IFDIR ? EISDIR : EINVAL,
+      reason: "the path names \(what), not a regular file")
+  }
+
+  /// Reads the snapshot at `path`, written by the coder named `formatName`: checks its header,
+  /// then reads its payload into one buffer, an array if `payloadAsBytes`, else `Data`, and
+  /// checks the payload's checksum.
+  ///
+  /// Nothing is read from a file larger than `maximumSize`, and nothing but the header from a
+  /// file whose header is rejected, so the memory a read takes is the payload's size, once:
+  /// the payload is read straight into the buffer its decoder reads, with no other copy.
+  ///
+  /// A FIFO, a socket, a device or a directory is refused without being opened (opening a
+  /// FIFO for reading waits for a writer, and opening a device can act on it): `stat` looks at
+  /// the path first. The open itself does not wait either (`O_NONBLOCK`), should the path have
+  /// been replaced by a FIFO meanwhile, and `fstat` checks what it opened.
+  static func readSnapshot(
+    at path: String, maximumSize: Int, formatName: String, payloadAsBytes: Bool
+  ) throws(SystemCallFailure) -> ReadOutcome {
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      if errno == ENOENT { return .missing }
+      throw SystemCallFailure(step: "looking up the file", path: path, code: errno)
+    }
+    try requireRegularFile(status, at: path)
+    let descriptor = retryingInterrupts {
+      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    }
     if descriptor < 0 {
       if errno == ENOENT { return .missing }
       throw SystemCallFailure(step: "opening the file", path: path, code: errno)
     }
     defer { close(descriptor) }
-    var status = stat()
     guard fstat(descriptor, &status) == 0 else {
       throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
     }
-    guard (status.st_mode & S_IFMT) == S_IFREG else {
-      let code = (status.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL
-      throw SystemCallFailure(step: "opening the file", path: path, code: code)
-    }
+    try requireRegularFile(status, at: path)
+    // Reads of a regular file never wait anyway; blocking reads all the same, as for any file.
+    let flags = fcntl(descriptor, F_GETFL)
+    if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
     let size = Int(status.st_size)
     if size > maximumSize { return .tooLarge(size: size) }
-    var bytes = [UInt8](repeating: 0, count: size)
-    var done = 0
-    let failure: Int32? = bytes.withUnsafeMutableBytes { buffer in
-      while done < size {
-        let count = read(descriptor, buffer.baseAddress! + done, size - done)
-        if count < 0 {
-          if errno == EINTR { continue }
-          return errno
-        }
-        if count == 0 { break }  // The file shrank meanwhile.
-        done += count
-      }
-      return nil
+
+    var prefix = [UInt8](repeating: 0, count: headerSize)
+    let (prefixCount, prefixFailure) = prefix.withUnsafeMutableBytes { readAll(descriptor, $0) }
+    if let prefixFailure {
+      throw SystemCallFailure(step: "reading the file", path: path, code: prefixFailure)
     }
-    if let failure { throw SystemCallFailure(step: "reading the file", path: path, code: failure) }
-    if done < size { bytes.removeLast(size - done) }
-    return .contents(bytes)
+    prefix.removeLast(headerSize - prefixCount)
+    let header: Header
+    do {
+      // A file shorter than its header at the time of the read is as short as what was read.
+      header = try verifyHeader(
+        prefix, fileSize: prefixCount < headerSize ? prefixCount : size, formatName: formatName)
+    } catch {
+      return .rejected(error)
+    }
+
+    // The header checked the length against the file's size, at most `maximumSize`.
+    let length = Int(header.payloadLength)
+    var payloadCount = 0
+    var payloadFailure: Int32?
+    let payload: Payload
+    let sum: UInt64
+    if payloadAsBytes {
+      let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+        (initialized, payloadFailure) = readAll(descriptor, UnsafeMutableRawBufferPointer(buffer))
+      }
+      payloadCount = bytes.count
+      sum = bytes.withUnsafeBytes { checksum($0) }
+      payload = .bytes(bytes)
+    } else {
+      var data = Data(count: length)
+      (payloadCount, payloadFailure) = data.withUnsafeMutableBytes { readAll(descriptor, $0) }
+      sum = data.withUnsafeBytes { checksum($0) }
+      payload = .data(data)
+    }
+    if let payloadFailure {
+      throw SystemCallFailure(step: "reading the file", path: path, code: payloadFailure)
+    }
+    // The file shrank since `fstat`.
+    guard payloadCount == length else {
+      return .rejected(
+        .truncated(expected: headerSize + length, found: headerSize + payloadCount))
+    }
+    guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum) }
+    return .snapshot(header, payload)
   }
 
   // MARK: Atomic replacement
@@ -282,20 +379,13 @@ enum _SnapshotFile {
       removeTemporaryFilesWhileLocked(of: fileName, in: directory)
       removingStaleTemporaryFiles = false
     }
-    var template = Array((directory + "/" + temporaryPrefix(for: fileName) + "XXXXXX").utf8CString)
-    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let temporary = String(
-      decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    guard descriptor >= 0 else {
-      throw SystemCallFailure(step: "creating the temporary file", path: temporary, code: errno)
-    }
+    let (descriptor, temporary) = try createTemporaryFile(for: fileName, in: directory)
     var isOpen = true
     var isRenamed = false
     defer {
       if isOpen { close(descriptor) }
       if !isRenamed { unlink(temporary) }
     }
-    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
     let headerFailure = header.withUnsafeBytes { writeAll(descriptor, $0) }
     if let code = headerFailure {
       throw SystemCallFailure(step: "writing the temporary file", path: temporary, code: code)
@@ -338,6 +428,38 @@ enum _SnapshotFile {
     return true
   }
 
+  /// Creates a temporary file for a save of `fileName` in `directory`, under a new name
+  /// starting with ``temporaryPrefix(for:)`` and ending with six random letters and digits,
+  /// mode 0600, open for reading and writing.
+  ///
+  /// The descriptor is close-on-exec from the start: a program that another thread starts with
+  /// fork and exec never inherits it, not even for the moment between `mkstemp` and an `fcntl`
+  /// that would set the flag afterwards. This is `mkostemp(template, O_CLOEXEC)` written out
+  /// (`open` with `O_CREAT | O_EXCL | O_CLOEXEC`, a new name on `EEXIST`), as Glibc's module
+  /// does not declare that GNU extension to Swift.
+  ///
+  /// - Returns: Its descriptor, which the caller closes, and its path.
+  static func createTemporaryFile(
+    for fileName: String, in directory: String
+  ) throws(SystemCallFailure) -> (descriptor: Int32, path: String) {
+    let base = directory + "/" + temporaryPrefix(for: fileName)
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+    var generator = SystemRandomNumberGenerator()
+    var path = base
+    // 62^6 names: a collision is rare, a hundred in a row means something else is wrong.
+    for _ in 0..<100 {
+      // The alphabet is not empty, so `randomElement` returns an element.
+      let suffix = (0..<6).map { _ in alphabet.randomElement(using: &generator)! }
+      path = base + String(decoding: suffix, as: UTF8.self)
+      let descriptor = retryingInterrupts {
+        open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+      }
+      if descriptor >= 0 { return (descriptor, path) }
+      if errno != EEXIST { break }
+    }
+    throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
+  }
+
   /// Removes the temporary files that saves of `fileName` left in `directory` when their
   /// process died mid-save, if no save of the file is in progress (in any process); returns
   /// how many, or `nil` if it removed nothing because a save holds the lock of
@@ -366,6 +488,25 @@ enum _SnapshotFile {
   }
 
   // MARK: Helpers
+
+  /// Reads into `buffer` until it is full or the file ends; returns how many bytes were read,
+  /// and `errno` if a read failed.
+  private static func readAll(
+    _ descriptor: Int32, _ buffer: UnsafeMutableRawBufferPointer
+  ) -> (count: Int, failure: Int32?) {
+    var done = 0
+    // The buffer is not empty inside the loop, so it has a base address.
+    while done < buffer.count {
+      let count = read(descriptor, buffer.baseAddress! + done, buffer.count - done)
+      if count < 0 {
+        if errno == EINTR { continue }
+        return (done, errno)
+      }
+      if count == 0 { break }  // The file shrank meanwhile.
+      done += count
+    }
+    return (done, nil)
+  }
 
   private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
     var offset = 0

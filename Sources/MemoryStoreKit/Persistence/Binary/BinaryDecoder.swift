@@ -19,7 +19,14 @@ enum _BinaryDecoding {
   static func decode<Key: Decodable & Hashable, Value: Decodable>(
     _ payload: Data
   ) throws -> [Key: Value] {
-    let decoder = try _BinaryDecoder(payload: payload)
+    try decode(bytes: [UInt8](payload))
+  }
+
+  /// Decodes the payload in `bytes`, which the decoder reads without copying.
+  static func decode<Key: Decodable & Hashable, Value: Decodable>(
+    bytes: [UInt8]
+  ) throws -> [Key: Value] {
+    let decoder = try _BinaryDecoder(bytes: bytes)
     if Key.self == String.self {
       let entries: [String: Value] = try decoder.decodeStringKeyedEntries()
       // Key is String, so the bit cast is the identity; `as?` would copy the dictionary.
@@ -98,11 +105,141 @@ private struct _BinaryPlace {
   }
 }
 
+/// The string table of a payload: every field name, as a `String`, or, for a table that
+/// would take much more memory than the payload, as positions in the payload.
+///
+/// A `String` takes 16 bytes however short it is, and storage of its own beyond 15 bytes, while
+/// a string of the table can take a single byte: a payload made of empty strings would take 16
+/// times its size in memory. The table keeps the strings as `String`s while they take at most
+/// the payload's size, as the table of a payload the encoder wrote always does (each name is
+/// there once, and used by at least one field). Past that, it keeps the position of every
+/// 16th string (at most half the payload's size) and compares a field's name with the
+/// payload's bytes, skipping at most 15 strings from the nearest position kept.
+private struct _BinaryNames {
+  /// Every string, or none when they would take too much memory.
+  private let strings: [String]
+  /// When `strings` is empty: the offset of the length of every 16th string.
+  private let checkpoints: [Int]
+  /// The number of strings.
+  let count: Int
+
+  private static let checkpointInterval = 16
+
+  /// Reads and checks the table that starts at `position`, and moves `position` past it.
+  init(_ bytes: [UInt8], _ position: inout Int) throws {
+    let count = try _BinaryDecoder.readVarint(bytes, &position, limit: bytes.count)
+    // Each string takes at least its one-byte length.
+    guard count <= UInt64(bytes.count - position) else {
+      throw _BinaryFault.corrupted(
+        position,
+        "The string table declares \(count) strings but only \(bytes.count - position) bytes"
+          + " follow"
+      )
+    }
+    self.count = Int(count)
+    // First the strings' bounds, and the memory they would take as `String`s.
+    let start = position
+    var cost = 0
+    for _ in 0..<self.count {
+      let end = try Self.skip(bytes, &position)
+      let length = end - position
+      cost += MemoryLayout<String>.stride + (length > 15 ? length + 64 : 0)
+      position = end
+    }
+    let tableEnd = position
+    position = start
+    if cost <= max(bytes.count, 1 << 16) {
+      var strings: [String] = []
+      strings.reserveCapacity(self.count)
+      for _ in 0..<self.count {
+        let stringStart = position
+        let end = try Self.skip(bytes, &position)
+        guard let string = _BinaryDecoder.string(bytes, position, end) else {
+          throw Self.invalid(stringStart)
+        }
+        strings.append(string)
+        position = end
+      }
+      self.strings = strings
+      checkpoints = []
+    } else {
+      var checkpoints: [Int] = []
+      checkpoints.reserveCapacity(self.count / Self.checkpointInterval + 1)
+      for index in 0..<self.count {
+        if index % Self.checkpointInterval == 0 { checkpoints.append(position) }
+        let stringStart = position
+        let end = try Self.skip(bytes, &position)
+        guard Self.isValidUTF8(bytes, position, end) else { throw Self.invalid(stringStart) }
+        position = end
+      }
+      strings = []
+      self.checkpoints = checkpoints
+    }
+    position = tableEnd
+  }
+
+  /// Reads the length of the string at `position`, checks that its bytes follow, moves
+  /// `position` to them and returns their end.
+  private static func skip(_ bytes: [UInt8], _ position: inout Int) throws -> Int {
+    let start = position
+    let length = try _BinaryDecoder.readVarint(bytes, &position, limit: bytes.count)
+    guard length <= UInt64(bytes.count - position) else {
+      throw _BinaryFault.corrupted(start, "A string of the string table overruns the payload")
+    }
+    return position + Int(length)
+  }
+
+  private static func invalid(_ offset: Int) -> _BinaryFault {
+    .corrupted(offset, "A string of the string table is not valid UTF-8")
+  }
+
+  /// Whether `bytes[start..<end]` is valid UTF-8, checked without making a `String`.
+  private static func isValidUTF8(_ bytes: [UInt8], _ start: Int, _ end: Int) -> Bool {
+    var index = start
+    while index < end, bytes[index] < 0x80 { index += 1 }
+    if index == end { return true }
+    var iterator = bytes[index..<end].makeIterator()
+    var decoder = UTF8()
+    while true {
+      switch decoder.decode(&iterator) {
+      case .scalarValue: continue
+      case .emptyInput: return true
+      case .error: return false
+      }
+    }
+  }
+
+  /// The bytes of string `index`, when the table keeps positions.
+  private func range(_ index: Int, in bytes: [UInt8]) -> Range<Int> {
+    var position = checkpoints[index / Self.checkpointInterval]
+    // The table was checked when it was read, so the reads succeed.
+    for _ in 0..<index % Self.checkpointInterval {
+      position = (try? Self.skip(bytes, &position)) ?? bytes.count
+    }
+    let end = (try? Self.skip(bytes, &position)) ?? position
+    return position..<end
+  }
+
+  /// Whether string `index`, less than ``count``, is `name`.
+  @inline(__always)
+  func matches(_ index: Int, _ name: String, in bytes: [UInt8]) -> Bool {
+    if index < strings.count { return strings[index] == name }
+    let range = range(index, in: bytes)
+    return name.utf8.count == range.count && name.utf8.elementsEqual(bytes[range])
+  }
+
+  /// String `index`, less than ``count``.
+  func name(_ index: Int, in bytes: [UInt8]) -> String {
+    if index < strings.count { return strings[index] }
+    return String(decoding: bytes[range(index, in: bytes)], as: UTF8.self)
+  }
+}
+
 private final class _BinaryDecoder: Decoder {
   /// The payload. Immutable, so reads need no exclusivity checks.
   let bytes: [UInt8]
   /// The string table.
-  let names: [String]
+  let names: _BinaryNames
   /// The offset of the entry count, after the string table.
   private let bodyStart: Int
 
@@ -124,8 +261,8 @@ private final class _BinaryDecoder: Decoder {
   var codingPath: [any CodingKey] { path.compactMap(\.key) }
   var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-  init(payload: Data) throws {
-    bytes = [UInt8](payload)
+  init(bytes: [UInt8]) throws {
+    self.bytes = bytes
     var position = 0
     do {
       guard let version = bytes.first else {
@@ -135,31 +272,7 @@ private final class _BinaryDecoder: Decoder {
         throw _BinaryFault.corrupted(0, "Unknown format version \(version)")
       }
       position = 1
-      let count = try Self.readVarint(bytes, &position, limit: bytes.count)
-      // Each string takes at least its one-byte length.
-      guard count <= UInt64(bytes.count - position) else {
-        throw _BinaryFault.corrupted(
-          position,
-          "The string table declares \(count) strings but only \(bytes.count - position) bytes"
-            + " follow"
-        )
-      }
-      var names: [String] = []
-      names.reserveCapacity(Int(count))
-      for _ in 0..<Int(count) {
-        let start = position
-        let length = try Self.readVarint(bytes, &position, limit: bytes.count)
-        guard length <= UInt64(bytes.count - position) else {
-          throw _BinaryFault.corrupted(start, "A string of the string table overruns the payload")
-        }
-        let end = position + Int(length)
-        guard let name = Self.string(bytes, position, end) else {
-          throw _BinaryFault.corrupted(start, "A string of the string table is not valid UTF-8")
-        }
-        names.append(name)
-        position = end
-      }
-      self.names = names
+      names = try _BinaryNames(bytes, &position)
       self.bodyStart = position
     } catch let fault as _BinaryFault {
       throw fault.error(path: [])
@@ -228,9 +341,9 @@ private final class _BinaryDecoder: Decoder {
         throw _BinaryFault.corrupted(
           start, "The payload declares \(count) entries but only \(remaining) bytes follow")
       }
-      // Room for the declared count, but at most about four times the payload's size in
-      // memory: the dictionary grows beyond that if the entries really are there.
-      let reserve = min(Int(count), max(16, bytes.count * 4 / max(1, entrySize)))
+      // Room for the declared count, but for no more entries than would take the bytes that
+      // follow in memory: the dictionary grows beyond that if the entries really are there.
+      let reserve = min(Int(count), max(16, remaining / max(1, entrySize)))
       return (Int(count), reserve)
     } catch let fault as _BinaryFault {
       throw fault.error(path: [])
@@ -555,7 +668,7 @@ private final class _BinaryDecoder: Decoder {
       let index = try? varint(&position, limit: end),
       let valueEnd = try? valueEnd(position, limit: end)
     {
-      if names[Int(index)] == name {
+      if names.matches(Int(index), name, in: bytes) {
         if depth >= hints.count {
           hints += repeatElement((start: -1, next: 0), count: depth + 1 - hints.count)
         }
@@ -576,7 +689,7 @@ private final class _BinaryDecoder: Decoder {
       let index = try? varint(&position, limit: place.end),
       let end = try? valueEnd(position, limit: place.end)
     {
-      result.append(names[Int(index)])
+      result.append(names.name(Int(index), in: bytes))
       position = end
     }
     return result
