@@ -82,10 +82,11 @@ import Testing
       let decoder = try Self.measure("decode-json", file)
       #expect(load.outcome == "decodingFailed")
       #expect(decoder.outcome == "decodingFailed")
-      // The load reads the file into one buffer that JSONDecoder decodes from; the slack
-      // covers the error's description and the resident pages' granularity.
+      // The load reads the file into one buffer that JSONDecoder decodes from; the half
+      // buffer of slack covers the error's description and the resident pages' granularity
+      // (a second copy of the file, as loads used to make, exceeds it).
       #expect(
-        load.peak <= decoder.peak + file.count + file.count / 4,
+        load.peak <= decoder.peak + file.count + file.count / 2,
         "load() peak \(load.peak) bytes, JSONDecoder alone \(decoder.peak) bytes, file \(file.count) bytes"
       )
     }
