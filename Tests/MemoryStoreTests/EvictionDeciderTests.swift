@@ -310,6 +310,11 @@ extension StoreContractTests {
     /// Purges that evict everything race a writer that rewrites every key with increasing
     /// values. A purge may remove only the value it judged, and no write may be lost: each
     /// key ends with the writer's last value, unless a purge returned exactly that value.
+    ///
+    /// However the threads are scheduled, the writer goes on until the purges have removed
+    /// something a number of times (and for at least `minimumRounds`), so that purges
+    /// certainly race the writes; `maximumRounds` only keeps a stalled purger from hanging
+    /// the test.
     @Test func purgesRacingAWriterRemoveOnlyWhatTheyJudgedAndLoseNoWrite() {
       let judged = Locked<Set<Pair>>([])
       let store = MemoryStore<Int, Int>(scheduler: ManualScheduler()) { key, value, _ in
@@ -317,26 +322,41 @@ extension StoreContractTests {
         return true
       }
       let keys = 64
-      let rounds = 300
+      let minimumRounds = 300
+      let maximumRounds = 1_000_000
+      let fruitfulPurgesWanted = 20
       let evicted = Locked<[Pair]>([])
+      let fruitfulPurges = Atomic<Int>(0)
+      let lastRound = Atomic<Int>(0)
       let writing = Atomic<Bool>(true)
       let done: [Void]? = runOnThreads(2) { thread in
         if thread == 0 {
-          for round in 1...rounds {
+          var round = 0
+          while round < minimumRounds
+            || (fruitfulPurges.load(ordering: .acquiring) < fruitfulPurgesWanted
+              && round < maximumRounds)
+          {
+            round += 1
             for key in 0..<keys { store[key] = round }
           }
+          lastRound.store(round, ordering: .relaxed)
           writing.store(false, ordering: .releasing)
         } else {
           while writing.load(ordering: .acquiring) {
             let removed = store.purgeEvictableItems()
+            guard !removed.isEmpty else { continue }
             evicted.withLock { $0 += removed.map { Pair(key: $0.key, value: $0.value) } }
+            fruitfulPurges.wrappingAdd(1, ordering: .releasing)
           }
         }
       }
       #expect(done != nil)
       let removed = evicted.value
-      #expect(!removed.isEmpty, "the purges should have removed something")
+      #expect(
+        fruitfulPurges.load(ordering: .relaxed) >= fruitfulPurgesWanted,
+        "the purges removed something only \(fruitfulPurges.load(ordering: .relaxed)) times")
       #expect(Set(removed).isSubset(of: judged.value), "a purge removed a value it never judged")
+      let rounds = lastRound.load(ordering: .relaxed)
       let final = store.allItems
       let lastEvicted = Set(removed.filter { $0.value == rounds })
       for key in 0..<keys {

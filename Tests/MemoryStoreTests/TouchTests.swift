@@ -94,21 +94,36 @@ extension StoreContractTests {
       store.countLimit = 48
       store.defaultTimeToLive = .seconds(60)
       let touched = Atomic(0)
+      let writersDone = Atomic(0)
       let finished = try #require(
         runOnThreads(8, timeout: 60) { thread in
           var random = SplitMix64(seed: UInt64(thread) + 5)
-          for step in 0..<3_000 {
-            let key = random.below(64)
-            if thread % 2 == 0 {
-              if store.touch(key, timeToLive: .seconds(30 + random.below(60))) {
+          if thread % 2 == 0 {
+            // Touchers go on until the writers are done and some touch found its key, however
+            // the threads are scheduled (the writers leave entries behind); the cap only keeps
+            // a broken touch from hanging the test.
+            var step = 0
+            while step < 3_000
+              || (writersDone.load(ordering: .acquiring) < 4
+                || touched.load(ordering: .relaxed) == 0)
+                && step < 10_000_000
+            {
+              step += 1
+              if store.touch(random.below(64), timeToLive: .seconds(30 + random.below(60))) {
                 touched.wrappingAdd(1, ordering: .relaxed)
               }
-            } else if step % 3 == 0 {
+            }
+            return true
+          }
+          for step in 0..<3_000 {
+            let key = random.below(64)
+            if step % 3 == 0 {
               store[key] = nil
             } else {
               store[key] = step
             }
           }
+          writersDone.wrappingAdd(1, ordering: .releasing)
           return true
         })
       #expect(finished.count == 8)

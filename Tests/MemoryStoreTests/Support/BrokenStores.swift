@@ -313,9 +313,12 @@ final class OwnWritesFirstStore: StoreUnderTest {
 }
 
 /// A store whose read-modify-write reads, then writes in a separate step: another write can
-/// land in between.
+/// land in between. Its first few updates wait (bounded) until another write of their key has
+/// landed in between, so that the gap is used however the threads are scheduled.
 final class TornUpdateStore: UpdatingStoreUnderTest {
   private let store = MemoryStore<Int, Int>()
+  /// Updates that still wait for another write in their gap.
+  private let waitingUpdatesLeft = Atomic<Int>(4)
 
   func read(_ key: Int) -> Int? { store[key] }
   func write(_ key: Int, _ value: Int?) { store[key] = value }
@@ -328,7 +331,13 @@ final class TornUpdateStore: UpdatingStoreUnderTest {
   func update(_ key: Int, _ transform: (Int?) -> Int?) -> (old: Int?, new: Int?) {
     let old = store[key]
     let new = transform(old)
-    sched_yield()  // Widens the gap a concurrent write can fall into.
+    if waitingUpdatesLeft.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
+      // Values are never reused: a different value is another write. The bound only matters
+      // once the other threads have stopped writing.
+      _ = spinWait(timeout: 5) { store[key] != old }
+    } else {
+      sched_yield()  // Widens the gap a concurrent write can fall into.
+    }
     store[key] = new
     return (old, new)
   }

@@ -13,6 +13,9 @@ struct SnapshotReport: Sendable {
   var emptyReads = 0
   /// The store's contents once every thread had finished.
   var finalContents: [Int: Int] = [:]
+  /// The last generation written, where the workload's writes go on until the readers have
+  /// read enough.
+  var lastGeneration = 0
 
   mutating func recordViolation(_ description: String) {
     violationCount += 1
@@ -25,6 +28,7 @@ struct SnapshotReport: Sendable {
     reads += other.reads
     fullReads += other.fullReads
     emptyReads += other.emptyReads
+    lastGeneration = max(lastGeneration, other.lastGeneration)
   }
 }
 
@@ -124,10 +128,15 @@ struct BatchAtomicityWorkload: Sendable {
 /// check that every `allItems` and `readMany` result is exactly such a state (one point of the
 /// write order, never a mix of before and after a write), that the points a reader sees never
 /// go back, and that `count` never changes.
+///
+/// The writer writes at least `generations`, and goes on until every reader has made
+/// `minimumReadsPerReader` reads (at most `maximumGenerations`, so that a reader that never
+/// runs cannot hang it): however the threads are scheduled, those reads race the writes.
 struct SnapshotConsistencyWorkload: Sendable {
   var keyCount = 64
   var readers = 4
   var generations = 150
+  var maximumGenerations = 100_000
   var minimumReadsPerReader = 100
   var maximumReadsPerReader = 200_000
   var timeout = 120.0
@@ -154,10 +163,16 @@ struct SnapshotConsistencyWorkload: Sendable {
     let keys = Array(0..<keyCount)
     store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 0) }))
     let writerRunning = Atomic<Bool>(true)
+    let readersSatisfied = Atomic<Int>(0)
     let reports = runOnThreads(1 + readers, timeout: timeout) { thread in
       var report = SnapshotReport()
       if thread == 0 {
-        for generation in 1...workload.generations {
+        var generation = 0
+        while generation < workload.generations
+          || (readersSatisfied.load(ordering: .relaxed) < workload.readers
+            && generation < workload.maximumGenerations)
+        {
+          generation += 1
           for key in keys {
             if key % 2 == 0 {
               store.write(key, generation)
@@ -169,6 +184,7 @@ struct SnapshotConsistencyWorkload: Sendable {
             }
           }
         }
+        report.lastGeneration = generation
         writerRunning.store(false, ordering: .relaxed)
         return report
       }
@@ -181,6 +197,9 @@ struct SnapshotConsistencyWorkload: Sendable {
         let useAllItems = report.reads % 2 == 0
         let observed = useAllItems ? store.allItems : store.readMany(keys.shuffled(using: &random))
         report.reads += 1
+        if report.reads == workload.minimumReadsPerReader {
+          readersSatisfied.wrappingAdd(1, ordering: .relaxed)
+        }
         let source = useAllItems ? "allItems" : "readMany"
         if let position = Self.position(of: observed, keyCount: workload.keyCount) {
           if position < lastPosition {

@@ -1,0 +1,170 @@
+import Foundation
+import MemoryStoreKit
+import Testing
+
+// The Eviction article's Swift code, as written (see `SnippetCheck`), run and checked against
+// its comments.
+
+private let output = SnippetOutput()
+
+/// The snippets' `print`, recorded for the checks.
+private func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+  output.record(items, separator: separator)
+}
+
+@Suite("Snippets: Eviction", .serialized) struct EvictionSnippets {
+  struct Quote: Codable, Sendable, Equatable {
+    var bid: Double
+    var ask: Double
+  }
+
+  @Test func limitsAndEvictionsInBatches() async {
+    output.clear()
+    struct Image: Sendable {
+      var byteCount: Int
+    }
+    let url = URL(filePath: "/images/logo.png")
+    let image = Image(byteCount: 1_024)
+
+    // "Overview"
+    let images = MemoryStore<URL, Image>(name: "images")
+    images.countLimit = 10_000
+    images.costLimit = 200 << 20  // 200 MiB in all
+    images.setValue(image, forKey: url, cost: image.byteCount)
+
+    images.notificationInterval = .milliseconds(250)
+    let subscription = images.observe { batch in
+      for url in batch.removed {
+        if let reason = batch.reason(forKey: url)?.evictionReason { print(url, reason) }
+      }
+    }
+
+    #expect(images.costLimit == 200 * 1_024 * 1_024)
+    #expect(images.statistics.totalCost == 1_024)
+    images.costLimit = 512  // evicts the image, reported with its reason
+    await images.flushChanges()
+    #expect(output.printed == ["\(url) cost limit"])
+    subscription.cancel()
+  }
+
+  @Test func aDeciderAndACountLimit() {
+    // "The eviction decider"
+    let quotes = MemoryStore<String, Quote>(name: "quotes") { symbol, quote, context in
+      context.age > .seconds(60)  // not updated for a minute
+    }
+    quotes.evictionInterval = .seconds(10)  // judge every entry every 10 s
+
+    #expect(quotes.evictionDecider != nil)
+    #expect(quotes.evictionInterval == .seconds(10))
+    quotes["AAPL"] = Quote(bid: 1, ask: 2)
+    #expect(quotes.purgeEvictableItems().isEmpty, "written less than a minute ago")
+
+    // "Limits and the eviction order"
+    let recent = MemoryStore<String, Quote>(name: "recent")
+    recent.countLimit = 10_000
+
+    #expect(recent.countLimit == 10_000)
+  }
+
+  @Test func timeToLiveAndTouch() {
+    struct Session: Sendable, Equatable {
+      var user: String
+    }
+    let id = "session-1"
+    let session = Session(user: "ada")
+    let guestID = "guest-1"
+    let guest = Session(user: "guest")
+    var redirected = false
+    func redirectToLogin() { redirected = true }
+
+    // "Time to live"
+    let sessions = MemoryStore<String, Session>(name: "sessions")
+    sessions.defaultTimeToLive = .seconds(1_800)
+    sessions[id] = session  // lives 30 minutes
+    sessions.setValue(guest, forKey: guestID, timeToLive: .seconds(60))  // this one, 1 minute
+
+    if !sessions.touch(id, timeToLive: .seconds(1_800)) { redirectToLogin() }
+
+    #expect(sessions.allItems == [id: session, guestID: guest])
+    #expect(!redirected)
+    sessions[id] = nil
+    if !sessions.touch(id, timeToLive: .seconds(1_800)) { redirectToLogin() }
+    #expect(redirected, "a removed session is not brought back")
+  }
+
+  @Test func timeToLiveExpiresOnTheStoresClock() {
+    // The same lines on a manual clock, where the times in the comments can be checked.
+    let clock = ManualScheduler()
+    let sessions = MemoryStore<String, Int>(scheduler: clock)
+    sessions.defaultTimeToLive = .seconds(1_800)
+    sessions["id"] = 1
+    sessions.setValue(2, forKey: "guest", timeToLive: .seconds(60))
+    clock.advance(by: .seconds(60))
+    #expect(sessions.allItems == ["id": 1])
+    clock.advance(by: .seconds(1_740))
+    #expect(sessions.isEmpty)
+  }
+
+  @Test func memoryPressure() {
+    let store = MemoryStore<String, Int>()
+    let quotes = MemoryStore<String, Int>()
+    quotes.countLimit = 100
+    quotes.addEntries(Dictionary(uniqueKeysWithValues: (0..<100).map { ("\($0)", $0) }))
+
+    // "Memory pressure"
+    store.memoryPressurePolicy = MemoryPressurePolicy(warningFraction: 0.75)
+
+    #expect(store.memoryPressurePolicy.warningFraction == 0.75)
+
+    #if canImport(Darwin)
+      // "On Apple platforms"
+      let monitor = store.monitorSystemMemoryPressure()
+
+      monitor.cancel()
+    #endif
+
+    // "On Linux"
+    func residentBytes() -> Int? {
+      guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+        let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+      else { return nil }
+      return pages * sysconf(Int32(_SC_PAGESIZE))
+    }
+
+    if let resident = residentBytes(), resident > 2 << 30 {  // a 2 GiB budget
+      quotes.handleMemoryPressure(.warning)
+    }
+
+    #if os(Linux)
+      #expect((residentBytes() ?? 0) > 1 << 20, "the test process uses more than 1 MiB")
+    #endif
+    quotes.handleMemoryPressure(.warning)
+    #expect(quotes.count == 50, "a warning trims to half of the limit")
+  }
+
+  @Test func statistics() {
+    output.clear()
+    // A store whose numbers are those of the comment.
+    let quotes = MemoryStore<String, Quote>(scheduler: ManualScheduler()) { symbol, _, _ in
+      symbol.hasPrefix("old-")
+    }
+    quotes.addEntries(
+      Dictionary(
+        uniqueKeysWithValues: (0..<5_000).map {
+          ($0 < 50 ? "old-\($0)" : "S\($0)", Quote(bid: 1, ask: 1))
+        }))
+    quotes.purgeEvictableItems()
+    for _ in 0..<1_204_112 { _ = quotes["S100"] }
+    for _ in 0..<5_150 { _ = quotes["missing"] }
+
+    // "Statistics"
+    let stats = quotes.statistics
+    print(stats)  // 4950 entries, cost 0, 1204112 hits, 5150 misses (99.6 %), 50 evicted
+    print(stats.evictions[.decider], stats.evictions[.countLimit])
+
+    #expect(
+      output.printed == [
+        "4950 entries, cost 0, 1204112 hits, 5150 misses (99.6 %), 50 evicted", "50 0",
+      ])
+  }
+}
