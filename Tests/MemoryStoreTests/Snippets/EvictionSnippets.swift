@@ -47,6 +47,25 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     subscription.cancel()
   }
 
+  @Test func aCostFunction() async throws {
+    let url = URL(filePath: "/thumbnails/logo.png")
+    let placeholder = Data([0])
+    @Sendable func download(_ url: URL) async throws -> Data { Data(count: 150 << 10) }
+
+    // "Cost"
+    let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
+    thumbnails.entryCost = { _, data in data.count }
+    thumbnails.costLimit = 4 << 20  // 4 MiB
+    let data = try await thumbnails.value(forKey: url) {  // weighed when it is stored
+      try await download(url)
+    }
+    thumbnails.setValue(placeholder, forKey: url, cost: 1)  // a cost given wins
+
+    #expect(data.count == 150 << 10)
+    #expect(thumbnails[url] == placeholder)
+    #expect(thumbnails.statistics.totalCost == 1)
+  }
+
   @Test func aDeciderAndACountLimit() {
     // "The eviction decider"
     let quotes = MemoryStore<String, Quote>(name: "quotes") { symbol, quote, context in

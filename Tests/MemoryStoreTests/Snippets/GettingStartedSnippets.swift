@@ -57,7 +57,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(pair.count == 2 && snapshot == pair && Set(symbols) == ["NVDA", "AMZN"] && listed)
     #expect(quotes.isEmpty && snapshot.count == 2)
 
-    let session = quotes.value(forKey: "TSLA") { Quote(bid: 0, ask: 0) }
+    let session = quotes.valueOrInsert(forKey: "TSLA") { Quote(bid: 0, ask: 0) }
 
     #expect(session == Quote(bid: 0, ask: 0) && quotes["TSLA"] == session)
     let fetches = Locked(0)
