@@ -1,5 +1,6 @@
-// MemoryStoreBenchmark: MemoryStore against five baselines (a plain Dictionary, a YMCache-style
-// GCD store, NSLock around a Dictionary, a YYMemoryCache-style LRU store (NSLock, a Dictionary
+// MemoryStoreBenchmark: MemoryStore against seven baselines (a plain Dictionary, a YMCache-style
+// GCD store, NSLock around a Dictionary, a Synchronization Mutex around a Dictionary, 16 such
+// Mutex shards chosen by the key's hash, a YYMemoryCache-style LRU store (NSLock, a Dictionary
 // and a linked recency list), and NSCache), all in one process, on the same 10 000
 // keys and the same pre-generated access pattern; then persistence: PersistenceManager's save
 // and load for each snapshot coder against raw JSONEncoder / JSONDecoder, and how long a save
@@ -8,7 +9,8 @@
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
-//         [--stores dictionary,ymcache-gcd,nslock,nslock-lru,nslock-lru-evicting,nscache,
+//         [--stores dictionary,ymcache-gcd,nslock,mutex,mutex-sharded,nslock-lru,
+//                   nslock-lru-evicting,nscache,
 //                   memorystore,memorystore-batches,memorystore-limited,
 //                   memorystore-evicting,memorystore-ttl,memorystore-decider,
 //                   memorystore-ticker,engine]
