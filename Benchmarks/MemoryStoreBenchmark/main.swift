@@ -4,8 +4,9 @@
 // and a linked recency list), and NSCache), all in one process, on the same 10 000
 // keys and the same pre-generated access pattern; then persistence: PersistenceManager's save
 // and load for each snapshot coder against raw JSONEncoder / JSONDecoder, and how long a save
-// of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios and the
-// performance targets, MET or NOT MET. Always build with optimisation:
+// of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios (first
+// memorystore against mutex) and the performance targets, MET or NOT MET. Always build with
+// optimisation:
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
