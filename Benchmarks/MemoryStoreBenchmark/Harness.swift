@@ -176,6 +176,8 @@ func measure(
   case .dictionary: measure(DictionaryStore.self, workload, fixture: fixture, plan: plan)
   case .ymcacheGCD: measure(GCDStore.self, workload, fixture: fixture, plan: plan)
   case .nslock: measure(NSLockStore.self, workload, fixture: fixture, plan: plan)
+  case .mutex: measure(MutexStore.self, workload, fixture: fixture, plan: plan)
+  case .mutexSharded: measure(ShardedMutexStore.self, workload, fixture: fixture, plan: plan)
   case .nslockLRU: measure(LRUStore<AllKeys>.self, workload, fixture: fixture, plan: plan)
   case .nslockLRUEvicting:
     measure(LRUStore<HalfTheKeys>.self, workload, fixture: fixture, plan: plan)

@@ -84,6 +84,7 @@ struct Report {
     guard measurements.contains(where: { $0.store == .memorystore }) else { return }
     print("## Ratios")
     print("")
+    printMutexRatios()
     print("Throughput of memorystore over each baseline (median Mops/s); above 1 is faster.")
     print("")
     print("| workload | comparison | ratio |")
@@ -129,6 +130,40 @@ struct Report {
       print("")
     }
     printPolicyRatios()
+  }
+
+  /// The comparisons the targets read against, first: memorystore over `mutex` (a
+  /// `Mutex<[String: Quote]>`, what a Swift client would write instead) on every workload, and
+  /// write1 with change batches on over off. Each row also shows the two medians it divides.
+  private func printMutexRatios() {
+    var pairs = workloads.map { ($0, StoreKind.memorystore, StoreKind.mutex) }
+    pairs.append((.write1, .memorystoreBatches, .memorystore))
+    let rows = pairs.compactMap { workload, store, baseline in
+      find(store, workload).flatMap { ours in find(baseline, workload).map { (ours, $0) } }
+    }
+    guard !rows.isEmpty else { return }
+    print(
+      "Against mutex: throughput of memorystore over mutex, and of memorystore-batches over "
+        + "memorystore on write1 (median Mops/s; the ratio is the first over the second); "
+        + "above 1 is faster.")
+    print("")
+    print("| workload | comparison | ratio | Mops/s (first / second) |")
+    print("|---|---|---:|---:|")
+    for (ours, theirs) in rows {
+      let comparison = "\(ours.store.rawValue) / \(theirs.store.rawValue)"
+      func row(_ label: String, _ ourRate: Double, _ theirRate: Double) {
+        print(
+          "| \(label) | \(comparison) | \(ratioText(ourRate / theirRate)) "
+            + "| \(fixed(ourRate, 2)) / \(fixed(theirRate, 2)) |")
+      }
+      if ours.workload == .rw {
+        row("rw writer", ours.mops, theirs.mops)
+        row("rw reader", ours.readerMops, theirs.readerMops)
+      } else {
+        row(ours.workload.rawValue, ours.mops, theirs.mops)
+      }
+    }
+    print("")
   }
 
   /// Prints the rows of one comparison in a ratio table: one row per workload, two for `rw`

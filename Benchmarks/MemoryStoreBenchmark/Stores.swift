@@ -1,4 +1,4 @@
-// The stores under test: five baselines defined here, and MemoryStore itself.
+// The stores under test: seven baselines defined here, and MemoryStore itself.
 
 import Dispatch
 import Foundation
@@ -29,6 +29,8 @@ enum StoreKind: String, CaseIterable, Sendable {
   case dictionary
   case ymcacheGCD = "ymcache-gcd"
   case nslock
+  case mutex
+  case mutexSharded = "mutex-sharded"
   case nslockLRU = "nslock-lru"
   case nslockLRUEvicting = "nslock-lru-evicting"
   case nscache
@@ -65,6 +67,9 @@ enum StoreKind: String, CaseIterable, Sendable {
     case .ymcacheGCD:
       "concurrent DispatchQueue: sync reads, async barrier writes (YMCache style)"
     case .nslock: "NSLock around a Dictionary"
+    case .mutex: "Synchronization Mutex<[String: Quote]>, every access in withLock"
+    case .mutexSharded:
+      "16 Mutex<[String: Quote]> shards, the shard chosen by key.hashValue & 15"
     case .nslockLRU:
       "NSLock around a Dictionary of linked-list nodes, countLimit = the key count: "
         + "a hit moves its node to the head, an insert over the limit evicts the tail "
@@ -224,6 +229,88 @@ final class NSLockStore: BenchmarkStore, @unchecked Sendable {
     lock.lock()
     storage[key] = value
     lock.unlock()
+  }
+
+  func drain() {}
+}
+
+// MARK: - (c1a) mutex
+
+/// A dictionary in a `Mutex` from the Synchronization module: what a Swift 6 client would
+/// write instead of the store. Sendable without `@unchecked`: its one stored property is a
+/// `Mutex` of a `Sendable` value.
+final class MutexStore: BenchmarkStore {
+  private let storage: Mutex<[String: Quote]>
+
+  static var kind: StoreKind { .mutex }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    storage = Mutex(uniqueCopy(of: entries))
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? {
+    storage.withLock { $0[key] }
+  }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) {
+    storage.withLock { $0[key] = value }
+  }
+
+  func drain() {}
+}
+
+// MARK: - (c1b) mutex-sharded
+
+/// `shardCount` dictionaries, each in a `Mutex`, a key's shard chosen by the low bits of its
+/// `hashValue`, computed once per operation (each dictionary then hashes the key with its own
+/// per-instance seed, so the keys of a shard do not bunch in its buckets). The mutexes live in
+/// one allocation of fixed size rather than an array: a `Mutex` is noncopyable, so it cannot
+/// be an `Array` element, and the hot path pays no bounds or uniqueness check.
+///
+/// `@unchecked Sendable`: `shards` itself is a `let`, written once in the initializer before the
+/// store is shared and freed in `deinit` once no reference to the store is left. The memory it
+/// points to is only ever accessed through `Mutex.withLock` (every index is masked into
+/// `0..<shardCount`, the allocated and initialized range), and `Mutex` is `Sendable` for a
+/// `Sendable` value, so accesses to each dictionary from different threads are mutually
+/// exclusive and ordered.
+final class ShardedMutexStore: BenchmarkStore, @unchecked Sendable {
+  /// A power of two, so that a shard is chosen with a mask. (Computed, so that the hot path
+  /// reads a constant rather than a lazily initialised global.)
+  static var shardCount: Int { 16 }
+  private static var shardMask: Int { shardCount - 1 }
+
+  private let shards: UnsafeMutablePointer<Mutex<[String: Quote]>>
+
+  static var kind: StoreKind { .mutexSharded }
+  static func makeKey(_ string: String) -> String { string }
+
+  init(prepopulated entries: [String: Quote]) {
+    var parts = [[String: Quote]](repeating: [:], count: Self.shardCount)
+    for (key, value) in entries {
+      parts[key.hashValue & Self.shardMask][key] = value
+    }
+    shards = .allocate(capacity: Self.shardCount)
+    for (index, part) in parts.enumerated() {
+      (shards + index).initialize(to: Mutex(uniqueCopy(of: part)))
+    }
+  }
+
+  deinit {
+    shards.deinitialize(count: Self.shardCount)
+    shards.deallocate()
+  }
+
+  @inline(__always)
+  func fetch(_ key: String) -> Quote? {
+    shards[key.hashValue & Self.shardMask].withLock { $0[key] }
+  }
+
+  @inline(__always)
+  func put(_ key: String, _ value: Quote) {
+    shards[key.hashValue & Self.shardMask].withLock { $0[key] = value }
   }
 
   func drain() {}

@@ -1,14 +1,17 @@
-// MemoryStoreBenchmark: MemoryStore against five baselines (a plain Dictionary, a YMCache-style
-// GCD store, NSLock around a Dictionary, a YYMemoryCache-style LRU store (NSLock, a Dictionary
+// MemoryStoreBenchmark: MemoryStore against seven baselines (a plain Dictionary, a YMCache-style
+// GCD store, NSLock around a Dictionary, a Synchronization Mutex around a Dictionary, 16 such
+// Mutex shards chosen by the key's hash, a YYMemoryCache-style LRU store (NSLock, a Dictionary
 // and a linked recency list), and NSCache), all in one process, on the same 10 000
 // keys and the same pre-generated access pattern; then persistence: PersistenceManager's save
 // and load for each snapshot coder against raw JSONEncoder / JSONDecoder, and how long a save
-// of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios and the
-// performance targets, MET or NOT MET. Always build with optimisation:
+// of 1 000 000 entries blocks a writer and a reader. Prints Markdown tables, ratios (first
+// memorystore against mutex) and the performance targets, MET or NOT MET. Always build with
+// optimisation:
 //
 //     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
-//         [--stores dictionary,ymcache-gcd,nslock,nslock-lru,nslock-lru-evicting,nscache,
+//         [--stores dictionary,ymcache-gcd,nslock,mutex,mutex-sharded,nslock-lru,
+//                   nslock-lru-evicting,nscache,
 //                   memorystore,memorystore-batches,memorystore-limited,
 //                   memorystore-evicting,memorystore-ttl,memorystore-decider,
 //                   memorystore-ticker,engine]
