@@ -169,7 +169,8 @@ extension MemoryStore {
     if followUp.coalesceNow {
       withExtendedLifetime(_coalesceLogged(publishing: false)) {}
     } else if followUp.coalesceInBackground {
-      DispatchQueue.global(qos: .utility).async { [weak self] in
+      // Not on a global queue: the Swift task pool can hold all of their threads.
+      _Overcommit.async(qos: .utility) { [weak self] in
         guard let self else { return }
         withExtendedLifetime(self._coalesceLogged(publishing: false)) {}
       }
@@ -309,16 +310,20 @@ extension MemoryStore {
   /// }
   /// ```
   ///
-  /// The handler runs serially and in batch order, on a serial queue of its own that targets
-  /// `queue` (by default a global queue). It may read and write the store; a write it makes
-  /// appears in a later batch. A handler slower than the batches receives the batches that
+  /// The handler runs serially and in batch order, on a serial queue of its own, never under a
+  /// lock of the store. Without `queue`, that serial queue targets no other: Dispatch runs it
+  /// on a thread of its overcommitting pool, at the utility quality of service, so batches
+  /// reach the handler on the interval even while Swift tasks keep every core busy (see
+  /// <doc:ObservingChanges>). With `queue`, it targets `queue`, and the handler runs where
+  /// that queue runs its work. It may read and write the store; a write it makes appears in a
+  /// later batch. A handler slower than the batches receives the batches that
   /// waited for it merged into one. The first handler of a store whose
   /// ``notificationInterval`` was never set turns batches on at
   /// ``defaultNotificationInterval``.
   ///
   /// - Parameters:
-  ///   - queue: The queue the handler runs on; `nil` for a global background queue. A
-  ///     concurrent queue is fine: calls are still serial.
+  ///   - queue: The queue the handler runs on; `nil` for a thread that the Swift task pool
+  ///     cannot hold. A concurrent queue is fine: calls are still serial.
   ///   - handler: Receives each batch.
   /// - Returns: A subscription; delivery stops when it is cancelled or released.
   public func observe(
@@ -326,9 +331,11 @@ extension MemoryStore {
     _ handler: @escaping @Sendable (ChangeBatch<Key, Value>) -> Void
   ) -> Subscription {
     _startBatchesForSubscriber()
+    // Without a queue, a serial queue that targets no other: Dispatch's overcommitting pool
+    // gives it a thread even while the Swift task pool holds every thread of the global queues.
     let serial = DispatchQueue(
-      label: "MemoryStore.observer" + (name.map { " (\($0))" } ?? ""),
-      target: queue ?? .global(qos: .utility))
+      label: "MemoryStore.observer" + (name.map { " (\($0))" } ?? ""), qos: .utility,
+      target: queue)
     return _hub.add(.handler(_HandlerSink(queue: serial, handler: handler)))
   }
 
