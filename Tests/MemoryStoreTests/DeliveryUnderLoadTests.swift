@@ -70,7 +70,7 @@ extension StoreContractTests {
       }
       var writes = 0
       for writer in writers { writes += await writer.value }
-      await store.flushChanges()
+      await store.flush()
 
       let gaps = Self.gaps(from: start, to: end, arrivals: arrivals.withLock { $0 })
       let onTime = gaps.filter { $0 <= Self.interval * 3 }.count

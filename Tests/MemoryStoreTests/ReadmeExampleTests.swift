@@ -39,7 +39,7 @@ import Testing
     quotes["MSFT"] = Quote(bid: 415.2, ask: 415.3)
     quotes["AAPL"] = nil
     #expect(quotes["AAPL"] == nil)
-    await quotes.flushChanges()
+    await quotes.flush()
     #expect(printed.value == ["1 updated, 1 removed"])
     subscription.cancel()
 
