@@ -19,7 +19,7 @@ func watch<Value: Sendable>(_ store: MemoryStore<String, Value>) -> Subscription
 }
 
 func printRemovals<Value: Sendable>(_ store: MemoryStore<String, Value>) async {
-  await store.flushChanges()  // publishes now; returns when every handler has run
+  await store.flush()  // publishes now; returns when every handler has run
   print("  batch: removed " + removals.withLock { exchange(&$0, with: []) }.joined(separator: ", "))
 }
 

@@ -1,6 +1,6 @@
 // ObservingChanges: the three ways to receive a store's change batches (the `changes`
 // AsyncSequence, an `observe` handler and NotificationCenter), made deterministic with
-// flushChanges(), which publishes at once and returns when every handler has run; then a mirror
+// flush(), which publishes at once and returns when every handler has run; then a mirror
 // started from the whole store, one key followed, and the values that left the store.
 //
 //     swift run -c release ObservingChanges
@@ -42,7 +42,7 @@ do {
 
   /// Publishes now, then prints what each subscriber received.
   func publish() async {
-    await prices.flushChanges()  // every handler and observer has run when this returns
+    await prices.flush()  // every handler and observer has run when this returns
     if let batch = await changes.next() {
       print("  batch \(batch.sequenceNumbers), new keys \(batch.addedKeys.sorted())")
       print("  changes       \(describe(batch.updated, batch.removed))")
@@ -64,7 +64,7 @@ do {
   prices["AAPL"] = 232.10
   await publish()
 
-  // Without flushChanges(), the batch comes one interval after the first change.
+  // Without flush(), the batch comes one interval after the first change.
   let start = ContinuousClock.now
   prices["TSLA"] = 248.00
   if let batch = await changes.next() {
@@ -82,28 +82,28 @@ do {
   var mirrorChanges = prices.changes(includingInitialSnapshot: true).makeAsyncIterator()
   var mirror: [String: Double] = ["stale": 0]
   // One key, now and after each batch that changes it.
-  var aapl = prices.updates(forKey: "AAPL").makeAsyncIterator()
+  var aapl = prices.updates(of: "AAPL").makeAsyncIterator()
   // Every value that leaves the store, with why: batches cannot show a key added and removed
-  // within one interval, this does.
-  let removals = prices.removals()
+  // within one interval, this does. Subscribed from here on: the iterator is made now.
+  var removals = prices.removals().makeAsyncIterator()
 
   if let snapshot = await mirrorChanges.next() {
     snapshot.apply(to: &mirror)
     print("mirror from the snapshot: \(mirror.sorted { $0.key < $1.key })")
   }
-  if let now = await aapl.next() { print("AAPL now: \(now.map { "\($0)" } ?? "absent")") }
+  if let now = await aapl.next() { print("AAPL now: \(now.value.map { "\($0)" } ?? "absent")") }
 
   prices["AAPL"] = 233.00
   prices["AMZN"] = 186.40
   prices["AMZN"] = nil
-  await prices.flushChanges()
+  await prices.flush()
   if let batch = await mirrorChanges.next() { batch.apply(to: &mirror) }
   let store = prices.allItems
   print("mirror after a batch equals the store: \(mirror == store) (\(mirror.count) entries)")
-  if let next = await aapl.next() { print("AAPL next: \(next.map { "\($0)" } ?? "absent")") }
+  if let next = await aapl.next() { print("AAPL next: \(next.value.map { "\($0)" } ?? "absent")") }
   await prices.flush()  // the removals so far are handed over
   var left: [String] = []
-  for await removal in removals {
+  while let removal = await removals.next() {
     left.append("\(removal.key)=\(removal.value) (\(removal.cause))")
     if removal.key == "AMZN" { break }
   }

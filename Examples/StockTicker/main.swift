@@ -179,7 +179,7 @@ running.store(false, ordering: .relaxed)
 finished.wait()
 let flushed = DispatchSemaphore(value: 0)
 Task.detached {  // detached: the main thread, which the main actor needs, is waiting below
-  await quotes.flushChanges()  // the last batch, before the summary
+  await quotes.flush()  // the last batch, before the summary
   flushed.signal()
 }
 flushed.wait()

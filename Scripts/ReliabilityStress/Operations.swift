@@ -43,8 +43,7 @@ let operations: [Operation] = [
   Operation("get-or-create", weight: 1_000) { $0.getOrCreate() },
   Operation("observe/cancel", weight: 40) { $0.observeAndCancel() },
   Operation("changes task/cancel", weight: 40) { $0.iterateAndCancel() },
-  Operation("flushChanges", weight: 3) { $0.flushChanges() },
-  Operation("flush", weight: 3) { $0.flush() },
+  Operation("flush", weight: 6) { $0.flush() },
   Operation("save", weight: 12) { $0.save() },
   Operation("load (replica)", weight: 12) { $0.loadReplica() },
   Operation("load (merge)", weight: 2, disturbs: true) { $0.loadIntoStore() },
@@ -182,19 +181,8 @@ extension Worker {
     if tasks.count > 2 { tasks.removeFirst().cancel() }
   }
 
-  /// Publishes now and waits for the handlers (this is a plain thread, not a task, so it may
-  /// block on a semaphore).
-  mutating func flushChanges() {
-    let store = context.store
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-      await store.flushChanges()
-      done.signal()
-    }
-    done.wait()
-  }
-
-  /// `flush()`, the same way.
+  /// Publishes now, waits for the handlers, hands removals over and frees what writes
+  /// retired (this is a plain thread, not a task, so it may block on a semaphore).
   mutating func flush() {
     let store = context.store
     let done = DispatchSemaphore(value: 0)

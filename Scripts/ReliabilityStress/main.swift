@@ -11,7 +11,7 @@
 // removeValues is whole or absent, with one stamp, in values(forKeys:), allItems and every
 // loaded snapshot; every value is its key's; saves and loads succeed.
 // Checked at the end: a mirror built from an observe handler's batches, and one built from a
-// changes iteration, equal allItems after flushChanges, with no batch missing; allItems and
+// changes iteration, equal allItems after flush, with no batch missing; allItems and
 // count agree; a final save loads back into a fresh store equal to allItems.
 // Exits 0 if everything holds, 1 otherwise, 64 on a usage error.
 
@@ -306,7 +306,7 @@ func run(_ options: Options) async -> Int32 {
   if !missing.isEmpty {
     failures.append("operations that never ran: \(missing.joined(separator: ", "))")
   }
-  await store.flushChanges()
+  await store.flush()
   let items = store.allItems
   if items.count != store.count {
     failures.append("allItems holds \(items.count) entries, count says \(store.count)")

@@ -496,23 +496,37 @@ extension MemoryStore {
     _ = _perform(.removeAll)
   }
 
-  /// Returns once every write issued before the call has been applied.
+  /// Finishes now what the store does after writes, and returns once it is done for every
+  /// write made before the call: change batches published and handled, removals handed over,
+  /// replaced values freed.
   ///
-  /// Writes are applied before their own call returns, so this only waits for writes that
-  /// other threads are applying at this instant. It exists so that code written against the
-  /// store's asynchronous-write contract has one place to wait, and it will also wait for the
-  /// work later attached to writes.
+  /// ```swift
+  /// store["a"] = 1
+  /// await store.flush()   // every observe handler has seen "a"; every removal is handed over
+  /// ```
   ///
-  /// It also frees the values that writes replaced or removed, when no reader still needs
-  /// them, rather than leaving them for later writes to free, and waits for the background
-  /// queue that frees large groups of them (so a value's `deinit` must not wait for a lock
-  /// that the caller of `flush()` holds). And it returns only once the removals of writes
-  /// made before the call have been handed to every ``removals(bufferingNewest:)``
-  /// subscriber.
+  /// In order, it:
+  /// - waits for writes that other threads are applying at this instant (a write is applied
+  ///   before its own call returns);
+  /// - publishes the changes recorded so far as a batch, without waiting for the
+  ///   ``notificationInterval`` (nothing when nothing changed), and waits until every
+  ///   ``observe(on:_:)`` handler and ``notificationCenter`` observer has run for every batch
+  ///   published so far; ``changes`` iterations have the batches waiting for their next
+  ///   iteration;
+  /// - hands the removals of writes made before the call to every ``removals(bufferingNewest:)``
+  ///   iteration;
+  /// - frees the values that writes replaced or removed, when no reader still needs them,
+  ///   rather than leaving them for later writes to free, and waits for the background queue
+  ///   that frees large groups of them (so a value's `deinit` must not wait for a lock that the
+  ///   caller of `flush()` holds).
   ///
-  /// - Complexity: O(*r*) for the *r* values replaced or removed since they were last freed.
+  /// Use it in tests, and before an app quits. Thread-safe.
+  ///
+  /// - Complexity: O(*k* + *r*) for the *k* keys changed since the previous batch and the *r*
+  ///   values replaced or removed since they were last freed.
   public func flush() async {
     _settle()
+    await _flushChanges()
     // Delivered on the removals queue, in order after the deliveries already queued: including
     // removals whose writer has not queued their delivery yet.
     if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {

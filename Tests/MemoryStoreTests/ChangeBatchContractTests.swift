@@ -34,7 +34,7 @@ extension StoreContractTests {
     @Test func aKeyRemovedThenSetAgainIsUpdatedNotAdded() async throws {
       let observed = Observed()
       observed.store["a"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store["a"] = nil
       observed.store["a"] = 5
       let batches = await observed.flushedBatches()
@@ -47,7 +47,7 @@ extension StoreContractTests {
     @Test func aKeyPresentAtThePreviousBatchAndRemovedIsRemoved() async throws {
       let observed = Observed()
       observed.store.addEntries(["a": 1, "b": 2])
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store["a"] = 10
       observed.store["a"] = nil
       observed.store.removeValues(forKeys: ["b", "b", "zz"])
@@ -60,7 +60,7 @@ extension StoreContractTests {
     @Test func removeAllReportsExactlyTheKeysPresentAtThePreviousBatch() async throws {
       let observed = Observed()
       observed.store.addEntries(["kept": 1, "removedEarlier": 2, "replaced": 3])
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store["removedEarlier"] = nil
       observed.store["replaced"] = 30
       observed.store["new"] = 4
@@ -74,7 +74,7 @@ extension StoreContractTests {
     @Test func writesAfterRemoveAllAreReportedAgainstThePreviousBatch() async throws {
       let observed = Observed()
       observed.store.addEntries(["a": 1, "b": 2, "c": 3])
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store["d"] = 4
       observed.store.removeAll()
       observed.store["a"] = 10  // present at the previous batch: replaced
@@ -94,7 +94,7 @@ extension StoreContractTests {
     @Test func addedKeysTellInsertionsFromReplacements() async throws {
       let observed = Observed()
       observed.store["old"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store.addEntries(["old": 2, "new": 3])
       _ = observed.store.valueOrInsert(forKey: "created") { 4 }
       _ = observed.store.valueOrInsert(forKey: "old") { 99 }  // a hit: not a change
@@ -124,11 +124,11 @@ extension StoreContractTests {
       store.removeAll()
       store["also before"] = 2
       #expect(scheduler.pendingCount == 0, "no timer while batches are off")
-      await store.flushChanges()
+      await store.flush()
       #expect(collector.batches.isEmpty)
       store.notificationInterval = .milliseconds(10)
       store["after"] = 3
-      await store.flushChanges()
+      await store.flush()
       #expect(collector.batches.map(\.updated) == [["after": 3]])
       #expect(collector.batches.map(\.addedKeys) == [["after"]])
       subscription.cancel()

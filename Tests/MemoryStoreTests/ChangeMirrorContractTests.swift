@@ -132,7 +132,7 @@ extension StoreContractTests {
       try #require(finished != nil)
       await store.flush()
       store[-1] = 1  // the end marker
-      await store.flushChanges()
+      await store.flush()
 
       let expected = store.allItems
       var handledMirror: [Int: Int] = [:]
@@ -184,7 +184,7 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>(scheduler: scheduler)
       store.notificationInterval = .seconds(1)
       store.addEntries(["a": 1, "b": 2])
-      await store.flushChanges()  // batch 1
+      await store.flush()  // batch 1
       store["c"] = 3  // logged, not yet published
       // The snapshot is taken where a batch ends: starting the iteration publishes c (batch 2).
       let iterator = store.changes(includingInitialSnapshot: true).makeAsyncIterator()
@@ -224,7 +224,7 @@ extension StoreContractTests {
       store["b"] = 2
       let plain = store.changes.makeAsyncIterator()
       store["c"] = 3
-      await store.flushChanges()
+      await store.flush()
       let published = try #require(await nextBatch(plain))
       #expect(!published.isInitialSnapshot)
       #expect(published.updated == ["b": 2, "c": 3])
@@ -281,7 +281,7 @@ extension StoreContractTests {
       #expect(publisher.wait(timeout: 60))
       try #require(finished != nil)
       store[-1] = 1  // the end marker
-      await store.flushChanges()
+      await store.flush()
       let expected = store.allItems
       for reader in readers {
         let task = try #require(reader.withLock { $0 })
@@ -311,7 +311,7 @@ extension StoreContractTests {
       for state in states.dropFirst() {
         let before = collector.batches.count
         store["k"] = state
-        await store.flushChanges()
+        await store.flush()
         result.append(collector.batches.count > before ? collector.batches.last : nil)
       }
       subscription.cancel()

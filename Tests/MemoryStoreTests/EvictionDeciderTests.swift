@@ -383,7 +383,7 @@ extension StoreContractTests {
       let collector = BatchCollector<String, Int>()
       let subscription = store.observe { collector.append($0) }
       store.purgeEvictableItems()
-      await store.flushChanges()
+      await store.flush()
       let batch = try #require(collector.batches.first)
       #expect(batch.removed == ["a"])
       #expect(batch.reason(forKey: "a") == .evictedByDecider)

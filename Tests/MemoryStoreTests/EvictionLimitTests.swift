@@ -91,7 +91,7 @@ extension StoreContractTests {
       let subscription = store.observe { collector.append($0) }
       // Replacing a present key with a value too costly for the limit removes the key.
       store.setValue(2, forKey: "kept", cost: 11)
-      await store.flushChanges()
+      await store.flush()
       #expect(store["kept"] == nil)
       #expect(collector.batches.last?.removed == ["kept"])
       #expect(collector.batches.last?.reason(forKey: "kept") == .evictedByCostLimit)
@@ -145,7 +145,7 @@ extension StoreContractTests {
       observed.store.countLimit = 2
       observed.store[1] = 1
       observed.store[2] = 2
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store[3] = 3
       let batches = await observed.flushedBatches()
       try #require(batches.count == 2)
@@ -173,7 +173,7 @@ extension StoreContractTests {
       let observed = ObservedStore<Int, Int>()
       let store = observed.store
       store.addEntries([1: 1, 2: 2])
-      await store.flushChanges()
+      await store.flush()
       store.handleMemoryPressure(.critical)
       #expect(store.count == 2)
       store.memoryPressurePolicy = MemoryPressurePolicy(removesAllOnCritical: true)
@@ -270,7 +270,7 @@ extension StoreContractTests {
         }
       }
       await store.flush()
-      await store.flushChanges()
+      await store.flush()
       var mirror: [Int: Int] = [:]
       for batch in collector.batches { batch.apply(to: &mirror) }
       #expect(collector.isContiguous)

@@ -80,7 +80,7 @@ extension StoreContractTests {
       let store = observed.store
       store.setValue(1, forKey: "a", timeToLive: .seconds(5))
       store.setValue(2, forKey: "b", timeToLive: .seconds(8))
-      await store.flushChanges()
+      await store.flush()
       observed.scheduler.advance(by: .seconds(5))
       // The timer removed "a" without any read.
       #expect(store.statistics.evictions[.expired] == 1)

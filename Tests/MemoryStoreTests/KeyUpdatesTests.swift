@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 extension StoreContractTests {
-  /// `updates(forKey:)`: one key's value now, then after each batch that changes it.
+  /// `updates(of:)`: one key's value now, then after each batch that changes it.
   @Suite("Change batches: one key") struct KeyUpdates {
     /// What an iterator's `next()` gave.
     enum Next: Equatable, Sendable {
@@ -14,14 +14,14 @@ extension StoreContractTests {
 
     /// The iterator's next element, as a ``Next``.
     func next(
-      _ iterator: MemoryStore<String, Int>.KeyUpdates.Iterator,
+      _ iterator: MemoryStore<String, Int>.Updates.Iterator,
       within limit: Duration = .seconds(30)
     ) async -> Next {
       await withTaskGroup(of: Next.self) { group in
         group.addTask {
           var iterator = iterator
-          guard let value = await iterator.next() else { return .ended }
-          return .value(value)
+          guard let update = await iterator.next() else { return .ended }
+          return .value(update.value)
         }
         group.addTask {
           try? await Task.sleep(for: limit)
@@ -38,7 +38,7 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>(scheduler: scheduler)
       store.notificationInterval = .seconds(1)
       store["AAPL"] = 1
-      let iterator = store.updates(forKey: "AAPL").makeAsyncIterator()
+      let iterator = store.updates(of: "AAPL").makeAsyncIterator()
       #expect(await next(iterator) == .value(1))
       // Unrelated keys yield nothing; several writes in one interval yield the latest value.
       store["MSFT"] = 9
@@ -55,15 +55,27 @@ extension StoreContractTests {
       scheduler.advance(by: .seconds(1))
       #expect(await next(iterator) == .value(4))
       // An absent key starts with nil.
-      let absent = store.updates(forKey: "NVDA").makeAsyncIterator()
+      let absent = store.updates(of: "NVDA").makeAsyncIterator()
       #expect(await next(absent) == .value(nil))
+    }
+
+    @Test func anAbsentKeyAndTheEndOfTheSequenceDoNotLookAlike() async throws {
+      var store: MemoryStore<String, Int>? = MemoryStore(scheduler: ManualScheduler())
+      var iterator = store!.updates(of: "k").makeAsyncIterator()
+      // The key is absent: an element that says so, not the end.
+      let absent = try #require(await iterator.next())
+      #expect(absent == KeyUpdate(key: "k", value: nil))
+      #expect(!absent.isPresent)
+      store = nil
+      // The store is gone: the end.
+      #expect(await iterator.next() == nil)
     }
 
     @Test func aSlowConsumerGetsOnlyTheLatestValue() async {
       let scheduler = ManualScheduler()
       let store = MemoryStore<String, Int>(scheduler: scheduler)
       store.notificationInterval = .seconds(1)
-      let iterator = store.updates(forKey: "k").makeAsyncIterator()
+      let iterator = store.updates(of: "k").makeAsyncIterator()
       for value in 1...5 {
         store["k"] = value
         scheduler.advance(by: .seconds(1))
@@ -77,15 +89,15 @@ extension StoreContractTests {
 
     @Test func theIterationEndsWhenTheStoreIsFreedOrTheSubscriptionEnds() async {
       var store: MemoryStore<String, Int>? = MemoryStore(scheduler: ManualScheduler())
-      let iterator = store!.updates(forKey: "k").makeAsyncIterator()
+      let iterator = store!.updates(of: "k").makeAsyncIterator()
       #expect(await next(iterator) == .value(nil))
       #expect(store!._subscriberCount == 1)
       store = nil
       #expect(await next(iterator) == .ended)
       // A sequence whose store is gone ends at once.
-      let gone: MemoryStore<String, Int>.KeyUpdates = {
+      let gone: MemoryStore<String, Int>.Updates = {
         let store = MemoryStore<String, Int>()
-        return store.updates(forKey: "k")
+        return store.updates(of: "k")
       }()
       var ended = gone.makeAsyncIterator()
       #expect(await ended.next() == nil)
@@ -99,8 +111,8 @@ extension StoreContractTests {
         var increasing = true
         var previous = -1
         var count = 0
-        for await value in store.updates(forKey: "k") {
-          let value = value ?? -1
+        for await update in store.updates(of: "k") {
+          let value = update.value ?? -1
           increasing = increasing && value > previous || (count == 0 && value == -1)
           previous = value
           count += 1

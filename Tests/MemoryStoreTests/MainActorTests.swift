@@ -46,7 +46,7 @@ extension StoreContractTests {
       store["AAPL"] = 231.4
       store["MSFT"] = 415.2
       store["AAPL"] = nil
-      await store.flushChanges()
+      await store.flush()
       #expect(model.rows == ["MSFT": 415.2])
       #expect(model.handledOnMainQueue)
       model.subscription?.cancel()

@@ -107,7 +107,7 @@ extension StoreContractTests {
 
       let observed = ObservedStore<String, Int>()
       observed.store.addEntries(["b": 20, "c": 30])
-      await observed.store.flushChanges()
+      await observed.store.flush()
       #expect(try manager(observed.store, directory.file()).load() == 2)
       // Snapshot entries replace the store's; entries not in the snapshot stay.
       #expect(observed.store.allItems == ["a": 1, "b": 2, "c": 30])

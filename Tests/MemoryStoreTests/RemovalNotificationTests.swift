@@ -7,13 +7,13 @@ import Testing
 extension StoreContractTests {
   /// `removals(bufferingNewest:)`: every value that leaves the store, with its cause, in order.
   @Suite("Removal notifications") struct RemovalNotifications {
-    /// Takes removals from `stream` up to the first removal of `marker`, which the caller
+    /// Takes removals from `iterator` up to the first removal of `marker`, which the caller
     /// writes and removes last (deliveries run on a background queue).
     static func take<Key, Value>(
-      _ stream: AsyncStream<Removal<Key, Value>>, through marker: Key
+      _ iterator: inout MemoryStore<Key, Value>.Removals.Iterator, through marker: Key
     ) async -> [Removal<Key, Value>] {
       var taken: [Removal<Key, Value>] = []
-      for await removal in stream {
+      while let removal = await iterator.next() {
         if removal.key == marker { break }
         taken.append(removal)
       }
@@ -29,7 +29,7 @@ extension StoreContractTests {
     @Test func writesReportWhatTheyReplaceAndRemoveInOrder() async {
       let store = MemoryStore<String, Int>()
       store["before"] = 0
-      let removals = store.removals()
+      var removals = store.removals().makeAsyncIterator()
       store["before"] = nil  // after the subscription: reported
       store["a"] = 1
       store["a"] = 2
@@ -45,7 +45,7 @@ extension StoreContractTests {
       store["absent"] = nil  // removes nothing: not reported
       store["end"] = 9
       store["end"] = nil
-      let seen = Self.describe(await Self.take(removals, through: "end"))
+      let seen = Self.describe(await Self.take(&removals, through: "end"))
       #expect(
         seen == [
           "before=0 removed", "a=1 replaced", "a=2 replaced", "a=3 replaced", "b=5 removed",
@@ -53,12 +53,28 @@ extension StoreContractTests {
         ])
     }
 
+    @Test func anIterationReceivesTheRemovalsOfWritesAfterItsIteratorIsMade() async {
+      let store = MemoryStore<String, Int>()
+      store.addEntries(["before": 0, "between": 0])
+      let sequence = store.removals()
+      store["before"] = nil  // the sequence exists, no iteration yet: no one is told
+      var first = sequence.makeAsyncIterator()
+      store["between"] = nil
+      var second = sequence.makeAsyncIterator()  // a subscriber of its own
+      store["end"] = 1
+      store["end"] = nil
+      await store.flush()
+      #expect(
+        Self.describe(await Self.take(&first, through: "end")) == ["between=0 removed"])
+      #expect(Self.describe(await Self.take(&second, through: "end")) == [])
+    }
+
     @Test func evictionsAndExpiriesReportTheirReason() async {
       let clock = ManualScheduler()
       let store = MemoryStore<String, Int>(scheduler: clock) { key, _, _ in key == "judged" }
       store.countLimit = 3
       store.costLimit = 100
-      let removals = store.removals()
+      var removals = store.removals().makeAsyncIterator()
       store.setValue(1, forKey: "expiring", timeToLive: .seconds(1))
       clock.advance(by: .seconds(1))
       _ = store["expiring"]
@@ -71,7 +87,7 @@ extension StoreContractTests {
       store.countLimit = nil
       store["end"] = 0
       store["end"] = nil
-      let seen = await Self.take(removals, through: "end")
+      let seen = await Self.take(&removals, through: "end")
       var causes: [String: RemovalCause] = [:]
       for removal in seen where causes[removal.key] == nil { causes[removal.key] = removal.cause }
       #expect(causes["expiring"] == .evicted(.expired))
@@ -84,11 +100,11 @@ extension StoreContractTests {
 
     @Test func aSlowConsumerKeepsTheNewestRemovalsOnly() async {
       let store = MemoryStore<String, Int>()
-      let removals = store.removals(bufferingNewest: 3)
+      var removals = store.removals(bufferingNewest: 3).makeAsyncIterator()
       for value in 0..<10 { store["k"] = value }  // 9 replacements
       await store.flush()  // every removal was handed over: the 3 newest wait
       var seen: [Int] = []
-      for await removal in removals {
+      while let removal = await removals.next() {
         seen.append(removal.value)
         if seen.count == 3 { break }
       }
@@ -137,7 +153,7 @@ extension StoreContractTests {
       store.notificationInterval = .seconds(1)
       store["a"] = 0
       scheduler.runAll()  // the batch is published: the next change schedules another
-      let removals = store.removals()
+      let removals = store.removals().makeAsyncIterator()
       // A writer logs its removal, then blocks in the scheduler (its batch's publication)
       // before it queues the delivery.
       scheduler.blockNextCall()
@@ -150,8 +166,9 @@ extension StoreContractTests {
       // in the stream's buffer (a generous limit only guards against a hang).
       let seen = await withTaskGroup(of: [String]?.self) { group in
         group.addTask {
+          var removals = removals
           var seen: [String] = []
-          for await removal in removals {
+          while let removal = await removals.next() {
             seen.append("\(removal.key)=\(removal.value) \(removal.cause)")
             if seen.count == 2 { break }
           }
@@ -172,10 +189,11 @@ extension StoreContractTests {
 
     @Test func theConsumerMayWriteTheStoreAndTheSequenceEndsWithIt() async {
       var store: MemoryStore<String, Int>? = MemoryStore()
-      let removals = store!.removals()
-      let consumer = Task { [weak store] () -> Int in
+      let removals = store!.removals().makeAsyncIterator()
+      let consumer = Task { [weak store, removals] () -> Int in
+        var removals = removals
         var count = 0
-        for await removal in removals {
+        while let removal = await removals.next() {
           count += 1
           // No lock is held: writing back does not deadlock.
           store?["echo-\(removal.key)"] = removal.value
@@ -190,7 +208,7 @@ extension StoreContractTests {
 
     @Test func concurrentWritersReportEveryRemovalOncePerKeyInWriteOrder() async throws {
       let store = MemoryStore<Int, Int>()
-      let removals = store.removals(bufferingNewest: 1_000_000)
+      var removals = store.removals(bufferingNewest: 1_000_000).makeAsyncIterator()
       let threads = 8
       let writes = 2_000
       let finished = try #require(
@@ -206,7 +224,7 @@ extension StoreContractTests {
       store[-1] = 0
       store[-1] = nil
       var perKey: [Int: [Int]] = [:]
-      for await removal in removals {
+      while let removal = await removals.next() {
         if removal.key == -1 { break }
         perKey[removal.key, default: []].append(removal.value)
       }

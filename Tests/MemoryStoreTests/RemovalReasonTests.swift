@@ -24,7 +24,7 @@ extension StoreContractTests {
     }
 
     /// A store holding keys 0 to 3 (cost 1 each; key 0 expires after one second), whose first
-    /// batch is published, and that will not publish again before `flushChanges()`.
+    /// batch is published, and that will not publish again before `flush()`.
     static func store(
       for cause: Cause, scheduler: ManualScheduler, collector: BatchCollector<Int, Int>
     ) async -> (MemoryStore<Int, Int>, Subscription) {
@@ -36,7 +36,7 @@ extension StoreContractTests {
       let subscription = store.observe { collector.append($0) }
       store.setValue(0, forKey: 0, cost: 1, timeToLive: .seconds(1))
       for key in 1...3 { store.setValue(key, forKey: key, cost: 1) }
-      await store.flushChanges()
+      await store.flush()
       return (store, subscription)
     }
 
@@ -77,7 +77,7 @@ extension StoreContractTests {
       #expect(survivors.count < 4, "\(cause) removed nothing")
       #expect(collector.batches.count == 1, "no batch was published before removeAll()")
       store.removeAll()
-      await store.flushChanges()
+      await store.flush()
       let batches = collector.batches
       try #require(batches.count == 2)
       #expect(batches[1].removed == [0, 1, 2, 3])
@@ -102,7 +102,7 @@ extension StoreContractTests {
       store[1] = nil
       store.setValue(2, forKey: 2, timeToLive: .seconds(1))
       store[2] = 20
-      await store.flushChanges()
+      await store.flush()
       let batches = collector.batches
       try #require(batches.count == 2)
       #expect(batches[1].removed == [0, 1])
@@ -121,7 +121,7 @@ extension StoreContractTests {
       scheduler.advance(by: .seconds(1))
       store.removeAll()
       store[0] = 100
-      await store.flushChanges()
+      await store.flush()
       let batches = collector.batches
       try #require(batches.count == 2)
       #expect(batches[1].updated == [0: 100])

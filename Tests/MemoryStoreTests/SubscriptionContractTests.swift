@@ -9,16 +9,33 @@ extension StoreContractTests {
   @Suite("Change batches: subscribers") struct Subscribers {
     typealias Observed = ObservedStore<String, Int>
 
+    // MARK: flush
+
+    @Test func flushPublishesTheBatchAndHandsOverTheRemovals() async throws {
+      let observed = Observed()
+      observed.store["a"] = 0
+      await observed.store.flush()
+      var removals = observed.store.removals().makeAsyncIterator()
+      observed.store["a"] = 1
+      // One call: no interval passes, and the handler has run and the removal waits when it
+      // returns.
+      await observed.store.flush()
+      #expect(observed.collector.batches.map(\.updated) == [["a": 0], ["a": 1]])
+      let removal = try #require(await removals.next())
+      #expect(
+        "\(removal.key)=\(removal.value) \(removal.cause)" == "a=0 replaced")
+    }
+
     // MARK: changes
 
     @Test func eachIterationIsItsOwnSubscriber() async throws {
       let observed = Observed()
       let first = observed.store.changes.makeAsyncIterator()
       observed.store["a"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       let second = observed.store.changes.makeAsyncIterator()
       observed.store["b"] = 2
-      await observed.store.flushChanges()
+      await observed.store.flush()
       // The first iteration has not read yet: its two batches wait merged into one.
       let merged = try #require(await nextBatch(first))
       #expect(merged.updated == ["a": 1, "b": 2])
@@ -33,7 +50,7 @@ extension StoreContractTests {
     @Test func aSlowConsumerReceivesWaitingBatchesMergedIntoOne() async throws {
       let observed = Observed()
       observed.store.addEntries(["keep": 0, "drop": 0, "flip": 0])
-      await observed.store.flushChanges()
+      await observed.store.flush()
       let changes = observed.store.changes.makeAsyncIterator()
       var mirror = observed.store.allItems
 
@@ -91,7 +108,7 @@ extension StoreContractTests {
       }
       #expect(spinWait(timeout: 30) { observed.store._subscriberCount == 2 })
       observed.store["stop"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       await consumer.value
       #expect(observed.store._subscriberCount == 1)
     }
@@ -133,7 +150,7 @@ extension StoreContractTests {
         observed.store["k\(round % 5)"] = round
         observed.scheduler.advance(by: Observed.interval)
       }
-      await observed.store.flushChanges()
+      await observed.store.flush()
       let didOverlap = overlapped.load(ordering: .relaxed)
       let ranOnQueue = onQueue.load(ordering: .relaxed)
       #expect(!didOverlap)
@@ -151,7 +168,7 @@ extension StoreContractTests {
       let subscription = observed.store.observe { cancelled.append($0) }
       var token: Subscription? = observed.store.observe { dropped.append($0) }
       observed.store["a"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       #expect(observed.store._subscriberCount == 3)
 
       subscription.cancel()
@@ -161,7 +178,7 @@ extension StoreContractTests {
       token = nil
       #expect(observed.store._subscriberCount == 1)
       observed.store["b"] = 2
-      await observed.store.flushChanges()
+      await observed.store.flush()
       #expect(cancelled.batches.map(\.updated) == [["a": 1]])
       #expect(dropped.batches.map(\.updated) == [["a": 1]])
       #expect(observed.collector.batches.map(\.updated) == [["a": 1], ["b": 2]])
@@ -184,8 +201,8 @@ extension StoreContractTests {
         }
       }
       store["ping"] = 1
-      await store.flushChanges()
-      await store.flushChanges()
+      await store.flush()
+      await store.flush()
       let batches = seen.batches
       try #require(batches.count == 2)
       #expect(batches[0].updated == ["ping": 1])
@@ -272,9 +289,9 @@ extension StoreContractTests {
       #expect(observed.store.notificationCenter === center)
 
       observed.store["a"] = 1
-      await observed.store.flushChanges()
+      await observed.store.flush()
       observed.store["a"] = nil
-      await observed.store.flushChanges()
+      await observed.store.flush()
 
       let notes = received.value
       try #require(notes.count == 2)
@@ -287,7 +304,7 @@ extension StoreContractTests {
 
       observed.store.notificationCenter = nil
       observed.store["b"] = 2
-      await observed.store.flushChanges()
+      await observed.store.flush()
       #expect(received.value.count == 2)
       #expect(observed.store._subscriberCount == 1)
     }
@@ -306,7 +323,7 @@ extension StoreContractTests {
         store.notificationInterval = .seconds(1)
         store.notificationCenter = center
         store["a"] = 1
-        await store.flushChanges()
+        await store.flush()
       }
       #expect(posted.load(ordering: .relaxed) == 1)
       #expect(weakStore == nil)
@@ -346,7 +363,7 @@ extension StoreContractTests {
         weakWitness = witness
         let subscription = observed.store.observe { _ in withExtendedLifetime(witness) {} }
         observed.store["a"] = 1
-        await observed.store.flushChanges()
+        await observed.store.flush()
         subscription.cancel()
       }
       #expect(spinWait(timeout: 30) { weakWitness == nil })

@@ -66,7 +66,7 @@ extension StoreContractTests {
       let collector = BatchCollector<String, Int>()
       let subscription = store.observe { collector.append($0) }
       #expect(store.touch("a", timeToLive: .seconds(20)))
-      await store.flushChanges()
+      await store.flush()
       #expect(collector.batches.isEmpty)
       #expect(store.statistics.hits == 0 && store.statistics.misses == 0)
       // Value and cost are kept.

@@ -350,7 +350,7 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   }
 }
 
-/// One `updates(forKey:)` iteration's mailbox: the key's latest value not yet taken, if any.
+/// One `updates(of:)` iteration's mailbox: the key's latest value not yet taken, if any.
 final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   let key: Key
   /// Its items are the key's values (`nil`: absent).

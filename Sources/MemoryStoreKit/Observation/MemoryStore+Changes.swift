@@ -67,15 +67,21 @@ extension MemoryStore {
     #endif
   }
 
-  /// Publishes the changes recorded so far now, without waiting for the interval, and returns
-  /// once every ``observe(on:_:)`` handler and ``notificationCenter`` observer has run for
-  /// every batch published so far (``changes`` iterations have the batches waiting for their
-  /// next iteration).
+  /// Publishes the changes recorded so far and waits for the handlers: what ``flush()`` now
+  /// does, with the rest of the store's deferred work.
   ///
-  /// Use it in tests, and before an app quits. Publishes nothing when nothing changed.
+  /// Thread-safe.
+  @available(*, deprecated, renamed: "flush()")
+  public func flushChanges() async {
+    await flush()
+  }
+
+  /// Publishes the changes recorded so far now, without waiting for the interval, and returns
+  /// once every `observe` handler and notification observer has run for every batch published
+  /// so far.
   ///
   /// - Complexity: O(k) for k keys changed since the previous batch.
-  public func flushChanges() async {
+  func _flushChanges() async {
     _publishChanges()
     for handler in _hub.handlerSinks() {
       await handler.drained()
@@ -169,7 +175,8 @@ extension MemoryStore {
     if followUp.coalesceNow {
       withExtendedLifetime(_coalesceLogged(publishing: false)) {}
     } else if followUp.coalesceInBackground {
-      DispatchQueue.global(qos: .utility).async { [weak self] in
+      // Not on a global queue: the Swift task pool can hold all of their threads.
+      _Overcommit.async(qos: .utility) { [weak self] in
         guard let self else { return }
         withExtendedLifetime(self._coalesceLogged(publishing: false)) {}
       }
@@ -253,7 +260,7 @@ extension MemoryStore {
   ///
   /// Batches are differences from the previous batch, so the snapshot is taken where one
   /// ends: starting an iteration first publishes the changes recorded so far to the other
-  /// subscribers, as ``flushChanges()`` would.
+  /// subscribers, as ``flush()`` would.
   ///
   /// The first element is a batch with ``ChangeBatch/isInitialSnapshot`` set: every entry in
   /// ``ChangeBatch/updated`` and ``ChangeBatch/addedKeys``, and the sequence number of the
@@ -309,16 +316,20 @@ extension MemoryStore {
   /// }
   /// ```
   ///
-  /// The handler runs serially and in batch order, on a serial queue of its own that targets
-  /// `queue` (by default a global queue). It may read and write the store; a write it makes
-  /// appears in a later batch. A handler slower than the batches receives the batches that
+  /// The handler runs serially and in batch order, on a serial queue of its own, never under a
+  /// lock of the store. Without `queue`, that serial queue targets no other: Dispatch runs it
+  /// on a thread of its overcommitting pool, at the utility quality of service, so batches
+  /// reach the handler on the interval even while Swift tasks keep every core busy (see
+  /// <doc:ObservingChanges>). With `queue`, it targets `queue`, and the handler runs where
+  /// that queue runs its work. It may read and write the store; a write it makes appears in a
+  /// later batch. A handler slower than the batches receives the batches that
   /// waited for it merged into one. The first handler of a store whose
   /// ``notificationInterval`` was never set turns batches on at
   /// ``defaultNotificationInterval``.
   ///
   /// - Parameters:
-  ///   - queue: The queue the handler runs on; `nil` for a global background queue. A
-  ///     concurrent queue is fine: calls are still serial.
+  ///   - queue: The queue the handler runs on; `nil` for a thread that the Swift task pool
+  ///     cannot hold. A concurrent queue is fine: calls are still serial.
   ///   - handler: Receives each batch.
   /// - Returns: A subscription; delivery stops when it is cancelled or released.
   public func observe(
@@ -326,9 +337,11 @@ extension MemoryStore {
     _ handler: @escaping @Sendable (ChangeBatch<Key, Value>) -> Void
   ) -> Subscription {
     _startBatchesForSubscriber()
+    // Without a queue, a serial queue that targets no other: Dispatch's overcommitting pool
+    // gives it a thread even while the Swift task pool holds every thread of the global queues.
     let serial = DispatchQueue(
-      label: "MemoryStore.observer" + (name.map { " (\($0))" } ?? ""),
-      target: queue ?? .global(qos: .utility))
+      label: "MemoryStore.observer" + (name.map { " (\($0))" } ?? ""), qos: .utility,
+      target: queue)
     return _hub.add(.handler(_HandlerSink(queue: serial, handler: handler)))
   }
 
@@ -367,14 +380,18 @@ extension MemoryStore {
   }
 
   /// The value of one key, now and after each change: an `AsyncSequence` whose first element
-  /// is the key's current value (`nil`: absent), followed by its value after each published
-  /// batch that changes it.
+  /// is the key's current value, followed by its value after each published batch that
+  /// changes it.
   ///
   /// ```swift
-  /// for await quote in quotes.updates(forKey: "AAPL") {
-  ///   label.text = quote.map { "\($0)" } ?? "—"
+  /// for await update in quotes.updates(of: "AAPL") {
+  ///   label.text = update.value.map { "\($0)" } ?? "—"   // nil: the key is absent
   /// }
   /// ```
+  ///
+  /// Each element is a ``KeyUpdate``, whose ``KeyUpdate/value`` is `nil` while the key is
+  /// absent; the iterator's `next()` returns `nil` only when the sequence ends, so an absent key
+  /// and the end never look alike.
   ///
   /// Changes come with the store's batches, one element per batch at most, so a key written
   /// many times within an interval yields its latest value once; a consumer slower than the
@@ -384,12 +401,25 @@ extension MemoryStore {
   /// iteration of a store whose ``notificationInterval`` was never set turns batches on at
   /// ``defaultNotificationInterval``.
   ///
-  /// Each iteration is a subscriber, which costs every published batch one lookup of its key;
-  /// a store nobody watches pays nothing. Leaving the loop or cancelling its task ends it;
-  /// it ends when the store is freed. The sequence refers to the store weakly.
+  /// Like ``changes`` and ``removals(bufferingNewest:)``, the sequence subscribes nothing by
+  /// itself: each iteration is a subscriber from the moment it starts (when `for await` makes
+  /// its iterator), which costs every published batch one lookup of its key; a store nobody
+  /// watches pays nothing. Leaving the loop, cancelling its task or dropping the iterator ends
+  /// it; it ends when the store is freed, after the last value was taken. The sequence refers
+  /// to the store weakly.
   ///
   /// - Parameter key: The key to watch.
+  /// - Returns: The key's updates; thread-safe.
   /// - Complexity: O(1) to start, on the calling thread.
+  public func updates(of key: Key) -> Updates {
+    Updates(store: self, key: key)
+  }
+
+  /// The value of one key, now and after each change, as optionals: `next()` returns `Value??`,
+  /// whose `.some(nil)` (absent) is easily mistaken for `nil` (the end).
+  ///
+  /// Thread-safe; see ``updates(of:)``, whose elements say which is which.
+  @available(*, deprecated, renamed: "updates(of:)")
   public func updates(forKey key: Key) -> KeyUpdates {
     KeyUpdates(store: self, key: key)
   }
@@ -403,9 +433,54 @@ extension MemoryStore {
     return subscription
   }
 
-  /// The `AsyncSequence` of one key's values; see ``MemoryStore/updates(forKey:)``.
+  /// The `AsyncSequence` of one key's updates; see ``MemoryStore/updates(of:)``.
+  ///
+  /// Thread-safe; refers to the store weakly. Each iterator is a subscriber of its own.
+  public struct Updates: AsyncSequence, Sendable {
+    public typealias Element = KeyUpdate<Key, Value>
+    public typealias Failure = Never
+
+    weak var store: MemoryStore?
+    let key: Key
+
+    /// Subscribes: the iterator receives the key's current value, then its changes.
+    public func makeAsyncIterator() -> Iterator {
+      guard let store else { return Iterator(key: key, sink: nil, subscription: nil) }
+      store._startBatchesForSubscriber()
+      let sink = _KeySink<Key, Value>(key: key)
+      return Iterator(key: key, sink: sink, subscription: store._subscribe(sink))
+    }
+
+    /// Iterates one subscription. Dropping the iterator ends the subscription.
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
+      let key: Key
+      let sink: _KeySink<Key, Value>?
+      let subscription: Subscription?
+
+      /// The key's next update, waiting for it if necessary; `nil` only at the end: when the
+      /// store is gone and the last update was taken, or when the task is cancelled.
+      public mutating func next() async -> KeyUpdate<Key, Value>? {
+        await next(isolation: nil)
+      }
+
+      /// The key's next update, waiting for it if necessary; `nil` only at the end: when the
+      /// store is gone and the last update was taken, or when the task is cancelled.
+      public mutating func next(
+        isolation actor: isolated (any Actor)?
+      ) async -> KeyUpdate<Key, Value>? {
+        guard let sink, let subscription else { return nil }
+        guard let value = await sink.next(isolation: actor, onCancel: { subscription.cancel() })
+        else { return nil }
+        return KeyUpdate(key: key, value: value)
+      }
+    }
+  }
+
+  /// The `AsyncSequence` of one key's values as optionals; see ``MemoryStore/updates(of:)``,
+  /// which replaces it.
   ///
   /// Thread-safe; refers to the store weakly.
+  @available(*, deprecated, renamed: "Updates")
   public struct KeyUpdates: AsyncSequence, Sendable {
     public typealias Element = Value?
     public typealias Failure = Never

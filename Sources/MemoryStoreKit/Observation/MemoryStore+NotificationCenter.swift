@@ -37,7 +37,7 @@ extension MemoryStore {
   /// Notifications are posted serially, in batch order, from a background queue of the
   /// store's, so no main run loop is needed (on Linux either); observers that need the main
   /// thread pass a `queue` when they register. Observers may read and write the store.
-  /// ``flushChanges()`` returns after the notification for what it published is posted.
+  /// ``flush()`` returns after the notification for what it published is posted.
   /// Batches published while the store is being freed are not posted, since the
   /// notification's object would be gone.
   ///

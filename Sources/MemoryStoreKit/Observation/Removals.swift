@@ -100,10 +100,10 @@ enum _RemovalQueue {
 }
 
 extension MemoryStore {
-  /// Every entry that leaves the store from now on, with its value and why: replaced or
-  /// removed by a write, or evicted by a limit, the decider, memory pressure or its time to
-  /// live. The notifications Caffeine, Guava and PINCache give, which change batches (net
-  /// differences) cannot: a key added and evicted within one interval is reported here.
+  /// Every entry that leaves the store while an iteration runs, with its value and why:
+  /// replaced or removed by a write, or evicted by a limit, the decider, memory pressure or its
+  /// time to live. The notifications Caffeine, Guava and PINCache give, which change batches
+  /// (net differences) cannot: a key added and evicted within one interval is reported here.
   ///
   /// ```swift
   /// for await removal in images.removals() where removal.cause.isEviction {
@@ -111,26 +111,86 @@ extension MemoryStore {
   /// }
   /// ```
   ///
-  /// Removals arrive in the order the writes made them, shortly after each write returns, on
-  /// the iteration's own task: no lock of the store is held, so the consumer may read and
-  /// write the store. Each call returns a new subscriber, which receives the removals of writes
-  /// ordered after the call.
+  /// Like ``changes`` and ``updates(of:)``, the sequence subscribes nothing by itself: each
+  /// iteration is a subscriber of its own from the moment it starts (when `for await` makes
+  /// its iterator), and receives the removals of writes ordered after that point. Removals
+  /// arrive in the order the writes made them, shortly after each write returns, on the
+  /// iteration's own task: no lock of the store is held, so the consumer may read and write
+  /// the store. ``flush()`` returns once they have been handed to every iteration.
   ///
   /// **A slow consumer loses the oldest.** Up to `limit` removals wait for the consumer; when
   /// another comes, the oldest waiting one is dropped, so memory stays bounded by `limit`
-  /// values. Leaving the loop or cancelling its task ends the subscription; the sequence ends
-  /// when the store is freed, after the removals made until then.
+  /// values. Leaving the loop, cancelling its task or dropping the iterator ends the
+  /// subscription; an iteration ends when the store is freed, after the removals made until
+  /// then.
   ///
   /// While there is a subscriber, each write that removes or replaces a value logs it under
   /// the write lock (an append, and a retain of the value) and a background queue delivers
   /// them; ``removeAll()`` then costs O(*n*) to log every entry. Without subscribers a write
   /// pays nothing more: the flag it reads is the one it already reads for change batches.
   ///
-  /// - Parameter limit: The most removals that wait for the consumer; at least 1.
-  /// - Returns: The removals, as an `AsyncStream`.
-  public func removals(bufferingNewest limit: Int = 10_000) -> AsyncStream<Removal<Key, Value>> {
-    let (stream, continuation) = AsyncStream.makeStream(
-      of: Removal<Key, Value>.self, bufferingPolicy: .bufferingNewest(max(limit, 1)))
+  /// - Parameter limit: The most removals that wait for each iteration's consumer; at least 1.
+  /// - Returns: The removals, as an `AsyncSequence`; thread-safe, and it refers to the store
+  ///   weakly.
+  public func removals(bufferingNewest limit: Int = 10_000) -> Removals {
+    Removals(store: self, limit: max(limit, 1))
+  }
+
+  /// The `AsyncSequence` of the entries that leave a store; see
+  /// ``MemoryStore/removals(bufferingNewest:)``.
+  ///
+  /// Thread-safe; refers to the store weakly. Each iterator is a subscriber of its own.
+  public struct Removals: AsyncSequence, Sendable {
+    public typealias Element = Removal<Key, Value>
+    public typealias Failure = Never
+
+    weak var store: MemoryStore?
+    /// The most removals that wait for an iteration's consumer.
+    let limit: Int
+
+    /// Subscribes: the iterator receives the removals of every write ordered after this call.
+    public func makeAsyncIterator() -> Iterator {
+      let (stream, continuation) = AsyncStream.makeStream(
+        of: Removal<Key, Value>.self, bufferingPolicy: .bufferingNewest(limit))
+      if let store {
+        store._subscribeToRemovals(continuation)
+      } else {
+        continuation.finish()
+      }
+      return Iterator(base: stream.makeAsyncIterator())
+    }
+
+    /// Iterates one subscription; dropping it ends the subscription.
+    ///
+    /// Sendable, as the iterators of ``MemoryStore/changes`` and ``MemoryStore/updates(of:)``
+    /// are, so that an iteration may be started (subscribed) on one task and consumed on
+    /// another; it is consumed by one task at a time: a second task that waits while one
+    /// already does stops the program.
+    public struct Iterator: AsyncIteratorProtocol, @unchecked Sendable {
+      // Safe (`@unchecked Sendable`): the only stored property is `AsyncStream`'s iterator,
+      // a reference to the stream's storage, which guards its state with a lock and stops the
+      // program if two tasks wait on it at once; it is not Sendable only to discourage sharing.
+      var base: AsyncStream<Removal<Key, Value>>.Iterator
+
+      /// The next removal, waiting for it if necessary; `nil` when the store is gone and every
+      /// removal was taken, or when the task is cancelled.
+      public mutating func next() async -> Removal<Key, Value>? {
+        await base.next()
+      }
+
+      /// The next removal, waiting for it if necessary; `nil` when the store is gone and every
+      /// removal was taken, or when the task is cancelled.
+      public mutating func next(
+        isolation actor: isolated (any Actor)?
+      ) async -> Removal<Key, Value>? {
+        await base.next(isolation: actor)
+      }
+    }
+  }
+
+  /// Registers `continuation` as a subscriber of the removals of writes ordered after this
+  /// call; its termination unregisters it.
+  func _subscribeToRemovals(_ continuation: AsyncStream<Removal<Key, Value>>.Continuation) {
     // Under the write lock: every write ordered after this point is logged and delivered.
     let id = _writeLock.withLock {
       let log = _removalLog.pointer
@@ -151,7 +211,6 @@ extension MemoryStore {
       }
       withExtendedLifetime(removed) {}
     }
-    return stream
   }
 
   /// Logs that `value` left under `key` (write lock held; the store records removals).

@@ -58,7 +58,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
       forName: MemoryStore<String, Double>.didChangeNotification, object: quotes, queue: nil
     ) { _ in posted.withLock { $0 += 1 } }
     quotes["AAPL"] = 231.4
-    await quotes.flushChanges()
+    await quotes.flush()
     #expect(output.printed.contains("AAPL 231.4"))
     #expect(spinWait(timeout: 30) { posted.value == 1 })
     NotificationCenter.default.removeObserver(observer)
@@ -78,6 +78,19 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
 
     var iterator = changes
     #expect(await iterator.next()?.updated == ["a": 1])
+  }
+
+  @Test func observingChangesSubscribesWhereTheIteratorIsMade() async {
+    let store = MemoryStore<String, Int>()
+    store["a"] = 1
+
+    // ObservingChanges.md, "When a sequence subscribes"
+    var removals = store.removals().makeAsyncIterator()  // subscribed from here on
+    store["a"] = nil
+    await store.flush()
+    let removal = await removals.next()  // a's removal
+
+    #expect(removal?.key == "a" && removal?.value == 1)
   }
 
   @Test func persistenceOverview() throws {
@@ -114,7 +127,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
       quotesDidChange(updated: batch.updated, removed: batch.removed)
     }
 
-    await cache.flushChanges()
+    await cache.flush()
     #expect(received.value == ["AAPL": quote])
     subscription.cancel()
   }

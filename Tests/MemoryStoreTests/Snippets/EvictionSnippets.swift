@@ -42,7 +42,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(images.costLimit == 200 * 1_024 * 1_024)
     #expect(images.statistics.totalCost == 1_024)
     images.costLimit = 512  // evicts the image, reported with its reason
-    await images.flushChanges()
+    await images.flush()
     #expect(output.printed == ["\(url) cost limit"])
     subscription.cancel()
   }

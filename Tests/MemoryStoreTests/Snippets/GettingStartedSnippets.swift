@@ -116,8 +116,8 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
       }
     }
     Task {
-      for await quote in quotes.updates(forKey: "AAPL") {  // now, then after each change
-        print("AAPL", quote?.bid ?? 0)
+      for await update in quotes.updates(of: "AAPL") {  // now, then after each change
+        print("AAPL", update.value?.bid ?? 0)  // value nil: the key is absent
       }
     }
 
@@ -130,7 +130,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     // The handler prints each change of a batch; the iterations run on.
     quotes["AAPL"] = Quote(bid: 101, ask: 101.05)
     quotes["MSFT"] = nil
-    await quotes.flushChanges()
+    await quotes.flush()
     #expect(output.printed.contains("AAPL 101.0"))
     #expect(output.printed.contains("MSFT removed"))
 

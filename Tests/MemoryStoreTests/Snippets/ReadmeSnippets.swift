@@ -47,7 +47,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     quotes["MSFT"] = Quote(bid: 415.2, ask: 415.3)
     quotes["AAPL"] = nil
     #expect(quotes["AAPL"] == nil)
-    await quotes.flushChanges()
+    await quotes.flush()
     #expect(output.printed == ["1 updated, 1 removed"])
     subscription.cancel()
 

@@ -38,7 +38,7 @@ struct ObservedStore<Key: Hashable & Sendable, Value: Sendable> {
 
   /// Publishes now and returns every batch received so far.
   func flushedBatches() async -> [ChangeBatch<Key, Value>] {
-    await store.flushChanges()
+    await store.flush()
     return collector.batches
   }
 
