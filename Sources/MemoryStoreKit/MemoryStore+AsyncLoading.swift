@@ -66,7 +66,7 @@ extension MemoryStore {
             let loaded = try await load()
             result = .success(
               _insertIfAbsent(
-                loaded, forKey: key, cost: cost.map { max($0(loaded), 0) },
+                loaded, forKey: key, cost: cost.map { Self._clampedCost($0(loaded)) },
                 timeToLive: timeToLive))
           } catch {
             result = .failure(error)

@@ -661,7 +661,7 @@ extension MemoryStore {
       }
       let made = try makeValue()
       let value = _insertIfAbsent(
-        made, forKey: key, cost: cost.map { max($0(made), 0) }, timeToLive: timeToLive)
+        made, forKey: key, cost: cost.map { Self._clampedCost($0(made)) }, timeToLive: timeToLive)
       stored = value
       return value
     }

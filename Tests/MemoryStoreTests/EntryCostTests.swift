@@ -170,6 +170,37 @@ extension StoreContractTests {
       #expect(calls.load(ordering: .relaxed) == 4)
     }
 
+    @Test func aHugeCostCountsAsTheMaximumAndNeverOverflowsTheTotal() {
+      let store = MemoryStore<Int, [UInt8]>()
+      store.entryCost = { _, data in data.isEmpty ? Int.max : data.count }
+      store.costLimit = 100
+      store[1] = [1]
+      store[2] = []  // over the limit by itself: evicted by its own write
+      #expect(store[2] == nil)
+      #expect(store.statistics.totalCost == 1)
+      store.costLimit = nil
+      for key in 10..<14 { store[key] = [] }
+      store.setValue([1], forKey: 20, cost: .max)
+      #expect(store.statistics.totalCost == 1 + 5 << 48)
+      #expect(store._policyMismatch() == nil)
+    }
+
+    @Test func concurrentSettersOfTheCostFunctionLeaveItAndWeighingAgreeing() throws {
+      for round in 0..<20 {
+        let store = MemoryStore<Int, [UInt8]>()
+        let weigh: MemoryStore<Int, [UInt8]>.EntryCost = { _, data in data.count }
+        let done = try #require(
+          runOnThreads(2) { thread in
+            for step in 0..<500 { store.entryCost = (step + thread) % 2 == 0 ? weigh : nil }
+            return true
+          })
+        #expect(done == [true, true])
+        store[round] = [1, 2, 3]
+        let weighs = store.entryCost != nil
+        #expect(store.statistics.totalCost == (weighs ? 3 : 0), "round \(round)")
+      }
+    }
+
     @Test func theStoresFunctionsStayCallableAfterManyReads() {
       // Each read of a function kept as a generic lock's own state used to wrap it in two
       // more conversion thunks, until calling it overflowed the stack.

@@ -202,10 +202,11 @@ extension MemoryStore {
 
   /// Computes the cost of an entry from its key and value, such as its size in bytes.
   ///
-  /// Called outside every lock of the store, on the writing thread, before the write takes
-  /// the lock; it may run more than once for one write (a read-modify-write that runs again).
-  /// It must be a fast, pure function, and it must not wait for the store. A negative result
-  /// counts as 0.
+  /// Called outside every lock of the store, before the write takes its lock: on the writing
+  /// thread, or in the load's task for get-or-load, and after the closure for
+  /// ``update(forKey:_:)``; it may run more than once for one write (a read-modify-write that
+  /// runs again). It must be a fast, pure function, and it must not wait for the store. A
+  /// negative result counts as 0, and one above 2^48 as 2^48.
   public typealias EntryCost = @Sendable (Key, Value) -> Int
 
   /// The store's cost function (a *weigher*): the cost of every value written without a
@@ -234,15 +235,27 @@ extension MemoryStore {
       let activation =
         newValue == nil ? nil : _writeLock.withLock { _activatePolicyLocked(now: now) }
       // The function replaced is released after unlocking, like a decider.
+      // The flag is set under the same lock as the function, so that concurrent setters
+      // leave them agreeing.
       let replaced = _functions.withLock { functions in
-        defer { functions.entryCost = newValue }
+        defer {
+          functions.entryCost = newValue
+          _weighs.store(newValue != nil, ordering: .relaxed)
+        }
         return functions.entryCost
       }
-      _weighs.store(newValue != nil, ordering: .relaxed)
       withExtendedLifetime(replaced) {}
       _release(activation)
     }
   }
+
+  /// The largest cost an entry counts: 2^48 (a larger one counts as this, a negative one as
+  /// 0), so that the total cost of entries never overflows.
+  @inlinable static var _maximumCost: Int { 1 << 48 }
+
+  /// `cost` within 0...``_maximumCost``.
+  @inlinable @inline(__always)
+  static func _clampedCost(_ cost: Int) -> Int { min(max(cost, 0), _maximumCost) }
 
   /// The cost of `value` for `key` by ``entryCost``, or `nil` without one. Runs user code:
   /// call it outside every lock.
@@ -255,7 +268,7 @@ extension MemoryStore {
   @usableFromInline
   func _weighSlow(_ key: Key, _ value: Value) -> Int? {
     guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
-    return max(entryCost(key, value), 0)
+    return Self._clampedCost(entryCost(key, value))
   }
 
   /// The costs of `entries` by ``entryCost``, or `nil` without one. Runs user code: call it
@@ -271,7 +284,7 @@ extension MemoryStore {
     guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
     var costs: [Key: Int] = [:]
     costs.reserveCapacity(entries.count)
-    for (key, value) in entries { costs[key] = max(entryCost(key, value), 0) }
+    for (key, value) in entries { costs[key] = Self._clampedCost(entryCost(key, value)) }
     return costs
   }
 
@@ -319,7 +332,8 @@ extension MemoryStore {
   ///   - value: The value to store.
   ///   - key: The key to store it for.
   ///   - cost: The entry's cost toward ``costLimit``, such as its size in bytes; `nil` (the
-  ///     default) weighs the value with ``entryCost``, or gives 0 without one. Negative: 0.
+  ///     default) weighs the value with ``entryCost``, or gives 0 without one. Negative: 0;
+  ///     above 2^48: 2^48.
   ///   - timeToLive: How long the entry lives; `nil` uses ``defaultTimeToLive``. Zero or
   ///     less: the entry is expired at once.
   /// - Returns: The previous value, or `nil` if the key was absent or expired.
@@ -328,7 +342,7 @@ extension MemoryStore {
   public func setValue(
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value? {
-    _performKeyedWithPolicy(key, value, cost: cost.map { max($0, 0) }, timeToLive: timeToLive)
+    _performKeyedWithPolicy(key, value, cost: cost.map(Self._clampedCost), timeToLive: timeToLive)
       .previous
   }
 
