@@ -39,9 +39,9 @@ extension StoreContractTests {
       return "p50 \(at(0.5)), p90 \(at(0.9)), max \(at(1)) of \(sorted.count) gaps"
     }
 
-    @Test func anObserveHandlerReceivesBatchesOnTheIntervalWhileTasksHoldEveryCore()
-      async throws
-    {
+    /// One trial: the writers run for ``writing``; returns the gaps between batches and the
+    /// writes made.
+    static func trial() async -> (gaps: [Duration], writes: Int) {
       let store = MemoryStore<Int, Int>()
       store.notificationInterval = Self.interval
       let arrivals = Locked<[ContinuousClock.Instant]>([])
@@ -71,13 +71,25 @@ extension StoreContractTests {
       var writes = 0
       for writer in writers { writes += await writer.value }
       await store.flush()
+      return (Self.gaps(from: start, to: end, arrivals: arrivals.withLock { $0 }), writes)
+    }
 
-      let gaps = Self.gaps(from: start, to: end, arrivals: arrivals.withLock { $0 })
-      let onTime = gaps.filter { $0 <= Self.interval * 3 }.count
-      #expect(writes > 0)
-      // About a hundred batches come in two seconds; a handful of late timers is fine.
-      #expect(gaps.count >= 25, "\(Self.summary(gaps))")
-      #expect(Double(onTime) >= 0.9 * Double(gaps.count), "\(Self.summary(gaps))")
+    @Test func anObserveHandlerReceivesBatchesOnTheIntervalWhileTasksHoldEveryCore()
+      async throws
+    {
+      // A starved delivery fails every trial (one batch when the writers stop, two seconds
+      // late). A machine busy with other work (the rest of the suite runs beside this test)
+      // can make a few timers late in one trial: up to three trials, one on time passes.
+      var summaries: [String] = []
+      for _ in 0..<3 {
+        let (gaps, writes) = await Self.trial()
+        #expect(writes > 0)
+        let onTime = gaps.filter { $0 <= Self.interval * 3 }.count
+        summaries.append(Self.summary(gaps))
+        // About a hundred batches come in two seconds; a handful of late timers is fine.
+        if gaps.count >= 25 && Double(onTime) >= 0.9 * Double(gaps.count) { return }
+      }
+      Issue.record("batches were late in every trial: \(summaries.joined(separator: "; "))")
     }
   }
 }
