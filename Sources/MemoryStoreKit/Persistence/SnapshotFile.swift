@@ -251,7 +251,12 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
     }
     try requireRegularFile(status, at: path)
-    // Reads of a regular file never wait anyway; blocking reads all the same, as for any file.
+    // Blocking reads, as for any file. A failure to clear the flag is ignored, harmlessly:
+    // the descriptor names a regular file (checked just above), and reads of a regular file
+    // neither wait nor fail with EAGAIN whether O_NONBLOCK is set or not (the exception,
+    // mandatory locks, is gone from Linux since 5.15 and never existed on Apple platforms).
+    // Even there, `readAll` would report EAGAIN as a failed read, a typed error that changes
+    // nothing, never as a short file.
     let flags = fcntl(descriptor, F_GETFL)
     if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
     let size = Int(status.st_size)
@@ -339,7 +344,7 @@ enum _SnapshotFile {
     of fileName: String, in directory: String, wait: Bool
   ) throws(SystemCallFailure) -> Int32? {
     let path = directory + "/" + lockFileName(for: fileName)
-    let descriptor = retryingInterrupts { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
+    let descriptor = retryingInterrupts { open(path, lockFileOpenFlags, 0o600) }
     guard descriptor >= 0 else {
       throw SystemCallFailure(step: "opening the lock file", path: path, code: errno)
     }
@@ -446,19 +451,28 @@ enum _SnapshotFile {
     let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
     var generator = SystemRandomNumberGenerator()
     var path = base
+    var code: Int32 = 0
     // 62^6 names: a collision is rare, a hundred in a row means something else is wrong.
     for _ in 0..<100 {
       // The alphabet is not empty, so `randomElement` returns an element.
       let suffix = (0..<6).map { _ in alphabet.randomElement(using: &generator)! }
       path = base + String(decoding: suffix, as: UTF8.self)
-      let descriptor = retryingInterrupts {
-        open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-      }
+      let descriptor = retryingInterrupts { open(path, temporaryFileOpenFlags, 0o600) }
       if descriptor >= 0 { return (descriptor, path) }
-      if errno != EEXIST { break }
+      // Read at once: what runs next (making the next name allocates) may change `errno`.
+      code = errno
+      if code != EEXIST { break }
     }
-    throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
+    throw SystemCallFailure(step: "creating the temporary file", path: path, code: code)
   }
+
+  /// The flags ``createTemporaryFile(for:in:)`` opens a temporary file with: a new file, for
+  /// reading and writing, close-on-exec.
+  static let temporaryFileOpenFlags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
+
+  /// The flags ``lockSaves(of:in:wait:)`` opens the lock file with: created if needed, for
+  /// reading and writing, close-on-exec.
+  static let lockFileOpenFlags = O_RDWR | O_CREAT | O_CLOEXEC
 
   /// Removes the temporary files that saves of `fileName` left in `directory` when their
   /// process died mid-save, if no save of the file is in progress (in any process); returns
