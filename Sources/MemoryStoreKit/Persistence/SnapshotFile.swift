@@ -175,13 +175,26 @@ enum _SnapshotFile {
     case data(Data)
   }
 
-  /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found.
+  /// The device and inode number of a file: what tells the file that was read from another
+  /// that has replaced it at the same path since.
+  struct FileIdentity: Equatable {
+    var device: UInt64
+    var inode: UInt64
+
+    init(_ status: stat) {
+      device = UInt64(truncatingIfNeeded: status.st_dev)
+      inode = UInt64(truncatingIfNeeded: status.st_ino)
+    }
+  }
+
+  /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found; each case but
+  /// `missing` carries the identity of the file it opened.
   enum ReadOutcome {
     case missing
-    case tooLarge(size: Int)
+    case tooLarge(size: Int, FileIdentity)
     /// The header or the payload's checksum rejects the file.
-    case rejected(Rejection)
-    case snapshot(Header, Payload)
+    case rejected(Rejection, FileIdentity)
+    case snapshot(Header, Payload, FileIdentity)
   }
 
   /// A failed system call: which step, and `errno`.
@@ -251,6 +264,7 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
     }
     try requireRegularFile(status, at: path)
+    let identity = FileIdentity(status)
     // Blocking reads, as for any file. A failure to clear the flag is ignored, harmlessly:
     // the descriptor names a regular file (checked just above), and reads of a regular file
     // neither wait nor fail with EAGAIN whether O_NONBLOCK is set or not (the exception,
@@ -260,7 +274,7 @@ enum _SnapshotFile {
     let flags = fcntl(descriptor, F_GETFL)
     if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
     let size = Int(status.st_size)
-    if size > maximumSize { return .tooLarge(size: size) }
+    if size > maximumSize { return .tooLarge(size: size, identity) }
 
     var prefix = [UInt8](repeating: 0, count: headerSize)
     let (prefixCount, prefixFailure) = prefix.withUnsafeMutableBytes { readAll(descriptor, $0) }
@@ -274,7 +288,7 @@ enum _SnapshotFile {
       header = try verifyHeader(
         prefix, fileSize: prefixCount < headerSize ? prefixCount : size, formatName: formatName)
     } catch {
-      return .rejected(error)
+      return .rejected(error, identity)
     }
 
     // The header checked the length against the file's size, at most `maximumSize`.
@@ -302,10 +316,10 @@ enum _SnapshotFile {
     // The file shrank since `fstat`.
     guard payloadCount == length else {
       return .rejected(
-        .truncated(expected: headerSize + length, found: headerSize + payloadCount))
+        .truncated(expected: headerSize + length, found: headerSize + payloadCount), identity)
     }
-    guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum) }
-    return .snapshot(header, payload)
+    guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum, identity) }
+    return .snapshot(header, payload, identity)
   }
 
   // MARK: Atomic replacement
@@ -499,6 +513,72 @@ enum _SnapshotFile {
       if unlink(directory + "/" + name) == 0 { removed += 1 }
     }
     return removed
+  }
+
+  // MARK: Moving a rejected file aside
+
+  /// What ``moveAside(_:identity:to:)`` did.
+  enum MoveAsideOutcome: Equatable {
+    /// The file was moved to this path.
+    case moved(to: String)
+    /// The file that was read is no longer at the path: another file replaced it, or it was
+    /// removed. Nothing was moved.
+    case replaced
+    /// The file could not be moved: the lock of saves or a system call failed.
+    case failed
+  }
+
+  /// Moves the file at `path` to `base`, or to `base-2`, `base-3`, … if that name is taken,
+  /// provided it is still the file of `identity` (which a load read and rejected); never
+  /// replaces a file at the new name.
+  ///
+  /// The move holds the lock of ``lockSaves(of:in:wait:)``, waiting for a save in progress:
+  /// no save can rename a new snapshot over `path` between the comparison of identities and
+  /// the move, and no other move aside can take the same new name. The file is linked under
+  /// the new name, which fails if that name exists, then unlinked from `path`; on a file
+  /// system without hard links, it is renamed to a name that did not exist a moment before
+  /// (under the lock, only a program that does not take it can create that name meanwhile).
+  static func moveAside(
+    _ path: String, identity: FileIdentity, to base: String
+  ) -> MoveAsideOutcome {
+    let (directory, fileName) = split(path)
+    // Without the lock file, saves fail as well, so none can overwrite the file left in place.
+    guard let lock = try? lockSaves(of: fileName, in: directory, wait: true) else {
+      return .failed
+    }
+    defer { close(lock) }
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      return errno == ENOENT ? .replaced : .failed
+    }
+    guard FileIdentity(status) == identity else { return .replaced }
+    for attempt in 1...100 {
+      let target = attempt == 1 ? base : base + "-\(attempt)"
+      switch moveWithoutReplacing(path, to: target) {
+      case 0: return .moved(to: target)
+      case EEXIST: continue
+      default: return .failed
+      }
+    }
+    return .failed
+  }
+
+  /// Gives the file at `path` the name `target` instead, unless `target` exists; returns 0, or
+  /// `errno` (`EEXIST` if `target` exists).
+  private static func moveWithoutReplacing(_ path: String, to target: String) -> Int32 {
+    // Flags 0: a symbolic link at `path` is linked itself, as `rename` would move it.
+    if linkat(AT_FDCWD, path, AT_FDCWD, target, 0) == 0 {
+      if unlink(path) == 0 { return 0 }
+      let code = errno
+      unlink(target)
+      return code
+    }
+    let code = errno
+    if code == EEXIST { return code }
+    // No hard links here (or `link` refused for another reason, which `rename` reports).
+    var status = stat()
+    if lstat(target, &status) == 0 { return EEXIST }
+    return rename(path, target) == 0 ? 0 : errno
   }
 
   // MARK: Helpers
