@@ -71,4 +71,44 @@ struct BinarySnapshotCoderStringTableTests {
     }
     #expect("\(error)".contains("not valid UTF-8"))
   }
+
+  /// A field named "café" with its "é" decomposed (NFD).
+  struct Accented: Codable, Equatable {
+    var value: Int
+    enum CodingKeys: String, CodingKey { case value = "cafe\u{301}" }
+  }
+
+  /// A dictionary whose keys come first in the string table, then a field of the same name in
+  /// another form: the table holds the dictionary's form of the name, once.
+  struct Holder: Codable, Equatable {
+    var padding: [String: Int]
+    var accented: Accented
+  }
+
+  static func holder(keys: Int) -> Holder {
+    var padding = ["caf\u{E9}": 1]  // precomposed (NFC)
+    for index in 0..<keys { padding["k\(index)"] = 0 }
+    return Holder(padding: padding, accented: Accented(value: 7))
+  }
+
+  /// Whatever the table's size, hence whichever way the decoder keeps it, a name matches a
+  /// canonically equivalent field name, as `String`s compare.
+  @Test(arguments: [10, 40_000])
+  func equivalentFormsOfANameMatchWhateverTheTablesSize(keys: Int) throws {
+    let entries = ["h": Self.holder(keys: keys)]
+    let payload = try BinarySnapshotCoder().encode(entries)
+    #expect(try BinarySnapshotCoder().decode(payload, as: [String: Holder].self) == entries)
+  }
+
+  @Test func equivalentFormsOfANameMatchInAPositionsTable() throws {
+    // As `payload()`, but the table holds "caf" and a precomposed "é", and the value a field
+    // of that name read through the decomposed form.
+    var table = Self.varint(Self.padding + 1) + [UInt8](repeating: 0, count: Self.padding)
+    table += Self.string("caf\u{E9}")
+    let fields = Self.varint(Self.padding) + [0x03, 0x0E]  // zigzag(7) = 14
+    let value = [0x0B] + Self.varint(fields.count) + fields
+    let payload = Data([1] + table + Self.varint(1) + [0x09] + Self.string("q") + value)
+    let decoded = try BinarySnapshotCoder().decode(payload, as: [String: Accented].self)
+    #expect(decoded == ["q": Accented(value: 7)])
+  }
 }

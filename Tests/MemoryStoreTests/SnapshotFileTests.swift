@@ -81,7 +81,14 @@ extension StoreContractTests {
     /// A descriptor that is not close-on-exec from the instant it exists leaks into a program
     /// that another thread starts with fork and exec meanwhile: the temporary file's and the
     /// lock file's are checked as their functions return them, before anything else runs.
-    @Test func theTemporaryFileAndTheLockAreCloseOnExecFromTheStart() throws {
+    /// Close-on-exec "from the start", with no window between the creation of a descriptor
+    /// and an `fcntl` that would set the flag, is a matter of the flags passed to `open`:
+    /// this checks those flags, then that the descriptors as created are close-on-exec (which
+    /// alone would not tell `open` with `O_CLOEXEC` from `mkstemp` followed by `fcntl`).
+    @Test func theTemporaryFileAndTheLockAreOpenedWithCloseOnExec() throws {
+      #expect(_SnapshotFile.temporaryFileOpenFlags & O_CLOEXEC != 0)
+      #expect(_SnapshotFile.temporaryFileOpenFlags & O_EXCL != 0)
+      #expect(_SnapshotFile.lockFileOpenFlags & O_CLOEXEC != 0)
       let directory = TemporaryDirectory()
       let (temporary, path) = try _SnapshotFile.createTemporaryFile(
         for: "store.snapshot", in: directory.url.path)

@@ -19,7 +19,9 @@ import Foundation
 ///
 /// A keyed container may be decoded in any order, and asked for keys it lacks:
 /// `decodeIfPresent` returns nil, `contains` false, and `decode` throws
-/// `DecodingError.keyNotFound`.
+/// `DecodingError.keyNotFound`. Field names match as Swift compares `String`s, by canonical
+/// equivalence: "é" as one scalar and as "e" followed by a combining accent are one name, as
+/// they are one key of a `Dictionary`.
 ///
 /// ## Limits
 ///
@@ -34,10 +36,12 @@ import Foundation
 /// ``decode(_:as:)`` never traps on any bytes: truncated, random or malicious payloads throw a
 /// `DecodingError` whose coding path locates the value and whose description gives the byte
 /// offset. Every declared count and length is checked against the bytes that remain before
-/// anything is allocated for it, and a string table of many tiny strings is kept as positions
-/// in the payload rather than as `String`s, so that decoding takes at most about twice the
-/// payload's size beside the payload and the decoded values (``decode(_:as:)`` copies the
-/// payload once; a ``PersistenceManager``'s load decodes the buffer it read without a copy).
+/// anything is allocated for it, and a string table of many tiny strings (which an ordinary
+/// value makes too: a dictionary with tens of thousands of short keys) is kept as positions in
+/// the payload rather than as `String`s, names matching the same way, so that decoding takes
+/// at most about twice the payload's size beside the payload and the decoded values
+/// (``decode(_:as:)`` copies the payload once; a ``PersistenceManager``'s load decodes the
+/// buffer it read without a copy).
 /// Nesting is limited to 512 containers; strings must be valid UTF-8; numbers must fit the type
 /// asked for; and a payload with trailing bytes or a repeated top-level key is rejected.
 ///

@@ -96,6 +96,13 @@ public struct PersistenceError: Error, CustomStringConvertible {
       underlyingError: underlyingError, movedTo: url)
   }
 
+  /// The same error, with `text` added at the end of its detail.
+  func appendingToDetail(_ text: String) -> PersistenceError {
+    PersistenceError(
+      kind, fileURL: fileURL, detail: detail + text, key: key, code: code,
+      underlyingError: underlyingError, movedTo: movedTo)
+  }
+
   public var description: String {
     var text = "\(detail) [\(kind)] (file: \(fileURL.path)"
     if let key { text += ", key: \(key)" }

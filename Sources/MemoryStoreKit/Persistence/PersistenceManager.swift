@@ -37,7 +37,8 @@ import Foundation
 /// take turns, and the removal of stale temporary files removes them only while it holds the
 /// lock: never the file of a save in progress. If a save holds the lock when a manager is
 /// created, that manager removes stale files at the start of its first save instead. Loads
-/// take no lock. A save fails with ``PersistenceError/Kind-swift.struct/writeFailed`` if the
+/// read without the lock; a load that rejects the file takes it to move the file aside. A
+/// save fails with ``PersistenceError/Kind-swift.struct/writeFailed`` if the
 /// lock file cannot be created or opened (a read-only directory, for one), like any other
 /// file of the save; loading from such a directory works.
 ///
@@ -45,7 +46,8 @@ import Foundation
 /// Every failure throws a ``PersistenceError`` that names the file (and the key, where there
 /// is one); the store in memory and the previous snapshot on disk are left as they were. A file
 /// that ``load()`` rejects is never deleted or overwritten: it is moved aside as
-/// `<name>.corrupt-<date>`.
+/// `<name>.corrupt-<date>`, unless a save (by another manager or process) has replaced it
+/// since it was read, in which case the new snapshot is left in place.
 ///
 /// Thread safety: every method and property may be used from any thread. Saves may overlap;
 /// the file always ends up holding the newest of the snapshots they took. The coder runs on
@@ -91,6 +93,9 @@ public final class PersistenceManager<
     /// Whether stale temporary files may remain because a save by another manager held the
     /// lock when this one was created: the next save removes them once it holds the lock.
     var removesStaleTemporaryFiles = false
+    /// Called by a load that rejected the file it read, before it moves the file aside: lets
+    /// tests replace the file at that instant.
+    var beforeMovingAside: (@Sendable () -> Void)?
   }
 
   /// Creates a manager for `store` and the snapshot at `fileURL`, creating missing parent
@@ -420,7 +425,9 @@ public final class PersistenceManager<
   /// - Throws: ``PersistenceError`` if the file is larger than ``maximumFileSize``, is not a
   ///   snapshot, is truncated or damaged, comes from another format version or coder, or does
   ///   not decode as `[Key: Value]`. The store is then untouched, and the file is moved aside
-  ///   (``PersistenceError/movedTo``) so that the next save does not overwrite it.
+  ///   (``PersistenceError/movedTo``) so that the next save does not overwrite it, unless
+  ///   another file has replaced it since it was read: that file is left in place, and
+  ///   ``PersistenceError/movedTo`` is `nil`.
   ///   ``PersistenceError/Kind-swift.struct/readFailed`` if it cannot be read at all, or if the
   ///   path names a directory, a FIFO, a socket or a device, which is refused at once without
   ///   waiting for a writer (the file is left in place).
@@ -447,20 +454,21 @@ public final class PersistenceManager<
     switch outcome {
     case .missing:
       return 0
-    case .tooLarge(let size):
+    case .tooLarge(let size, let identity):
       throw _reject(
         PersistenceError(
           .fileTooLarge, fileURL: fileURL,
           detail: "Loading \(fileURL.path) failed: the file is \(size) bytes, more than "
-            + "maximumFileSize (\(maximum)); it was not read"))
-    case .rejected(let rejection):
-      throw _reject(_rejection(rejection))
-    case .snapshot(let header, let payload):
+            + "maximumFileSize (\(maximum)); it was not read"),
+        identity: identity)
+    case .rejected(let rejection, let identity):
+      throw _reject(_rejection(rejection), identity: identity)
+    case .snapshot(let header, let payload, let identity):
       let entries: [Key: Value]
       do {
         entries = try _decode(payload, header: header)
       } catch {
-        throw _reject(error)
+        throw _reject(error, identity: identity)
       }
       return store._merge(entries, reason: .loaded)
     }
@@ -564,22 +572,26 @@ public final class PersistenceManager<
     }
   }
 
-  /// Moves the rejected file aside so that no save overwrites it, and returns `error` noting
-  /// where it went.
-  func _reject(_ error: PersistenceError) -> PersistenceError {
+  /// Moves the rejected file, the file of `identity`, aside so that no save overwrites it,
+  /// and returns `error` noting where it went; leaves in place a file that has replaced it
+  /// since it was read (see ``_SnapshotFile/moveAside(_:identity:to:)``).
+  func _reject(
+    _ error: PersistenceError, identity: _SnapshotFile.FileIdentity
+  ) -> PersistenceError {
+    _state.withLock { $0.beforeMovingAside }?()
     let formatter = ISO8601DateFormatter()
     formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
     let stamp = formatter.string(from: Date())
     let base = fileURL.path + ".corrupt-" + stamp
-    for attempt in 1...100 {
-      let target = attempt == 1 ? base : base + "-\(attempt)"
-      if FileManager.default.fileExists(atPath: target) { continue }
-      if rename(fileURL.path, target) == 0 {
-        return error.moved(to: URL(fileURLWithPath: target))
-      }
-      break
+    switch _SnapshotFile.moveAside(fileURL.path, identity: identity, to: base) {
+    case .moved(let target):
+      return error.moved(to: URL(fileURLWithPath: target))
+    case .replaced:
+      return error.appendingToDetail(
+        "; it was not moved aside, as another file has replaced it since it was read")
+    case .failed:
+      return error
     }
-    return error
   }
 }
 

@@ -175,13 +175,26 @@ enum _SnapshotFile {
     case data(Data)
   }
 
-  /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found.
+  /// The device and inode number of a file: what tells the file that was read from another
+  /// that has replaced it at the same path since.
+  struct FileIdentity: Equatable {
+    var device: UInt64
+    var inode: UInt64
+
+    init(_ status: stat) {
+      device = UInt64(truncatingIfNeeded: status.st_dev)
+      inode = UInt64(truncatingIfNeeded: status.st_ino)
+    }
+  }
+
+  /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found; each case but
+  /// `missing` carries the identity of the file it opened.
   enum ReadOutcome {
     case missing
-    case tooLarge(size: Int)
+    case tooLarge(size: Int, FileIdentity)
     /// The header or the payload's checksum rejects the file.
-    case rejected(Rejection)
-    case snapshot(Header, Payload)
+    case rejected(Rejection, FileIdentity)
+    case snapshot(Header, Payload, FileIdentity)
   }
 
   /// A failed system call: which step, and `errno`.
@@ -251,11 +264,17 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
     }
     try requireRegularFile(status, at: path)
-    // Reads of a regular file never wait anyway; blocking reads all the same, as for any file.
+    let identity = FileIdentity(status)
+    // Blocking reads, as for any file. A failure to clear the flag is ignored, harmlessly:
+    // the descriptor names a regular file (checked just above), and reads of a regular file
+    // neither wait nor fail with EAGAIN whether O_NONBLOCK is set or not (the exception,
+    // mandatory locks, is gone from Linux since 5.15 and never existed on Apple platforms).
+    // Even there, `readAll` would report EAGAIN as a failed read, a typed error that changes
+    // nothing, never as a short file.
     let flags = fcntl(descriptor, F_GETFL)
     if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
     let size = Int(status.st_size)
-    if size > maximumSize { return .tooLarge(size: size) }
+    if size > maximumSize { return .tooLarge(size: size, identity) }
 
     var prefix = [UInt8](repeating: 0, count: headerSize)
     let (prefixCount, prefixFailure) = prefix.withUnsafeMutableBytes { readAll(descriptor, $0) }
@@ -269,7 +288,7 @@ enum _SnapshotFile {
       header = try verifyHeader(
         prefix, fileSize: prefixCount < headerSize ? prefixCount : size, formatName: formatName)
     } catch {
-      return .rejected(error)
+      return .rejected(error, identity)
     }
 
     // The header checked the length against the file's size, at most `maximumSize`.
@@ -297,10 +316,10 @@ enum _SnapshotFile {
     // The file shrank since `fstat`.
     guard payloadCount == length else {
       return .rejected(
-        .truncated(expected: headerSize + length, found: headerSize + payloadCount))
+        .truncated(expected: headerSize + length, found: headerSize + payloadCount), identity)
     }
-    guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum) }
-    return .snapshot(header, payload)
+    guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum, identity) }
+    return .snapshot(header, payload, identity)
   }
 
   // MARK: Atomic replacement
@@ -339,7 +358,7 @@ enum _SnapshotFile {
     of fileName: String, in directory: String, wait: Bool
   ) throws(SystemCallFailure) -> Int32? {
     let path = directory + "/" + lockFileName(for: fileName)
-    let descriptor = retryingInterrupts { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
+    let descriptor = retryingInterrupts { open(path, lockFileOpenFlags, 0o600) }
     guard descriptor >= 0 else {
       throw SystemCallFailure(step: "opening the lock file", path: path, code: errno)
     }
@@ -446,19 +465,28 @@ enum _SnapshotFile {
     let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
     var generator = SystemRandomNumberGenerator()
     var path = base
+    var code: Int32 = 0
     // 62^6 names: a collision is rare, a hundred in a row means something else is wrong.
     for _ in 0..<100 {
       // The alphabet is not empty, so `randomElement` returns an element.
       let suffix = (0..<6).map { _ in alphabet.randomElement(using: &generator)! }
       path = base + String(decoding: suffix, as: UTF8.self)
-      let descriptor = retryingInterrupts {
-        open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-      }
+      let descriptor = retryingInterrupts { open(path, temporaryFileOpenFlags, 0o600) }
       if descriptor >= 0 { return (descriptor, path) }
-      if errno != EEXIST { break }
+      // Read at once: what runs next (making the next name allocates) may change `errno`.
+      code = errno
+      if code != EEXIST { break }
     }
-    throw SystemCallFailure(step: "creating the temporary file", path: path, code: errno)
+    throw SystemCallFailure(step: "creating the temporary file", path: path, code: code)
   }
+
+  /// The flags ``createTemporaryFile(for:in:)`` opens a temporary file with: a new file, for
+  /// reading and writing, close-on-exec.
+  static let temporaryFileOpenFlags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
+
+  /// The flags ``lockSaves(of:in:wait:)`` opens the lock file with: created if needed, for
+  /// reading and writing, close-on-exec.
+  static let lockFileOpenFlags = O_RDWR | O_CREAT | O_CLOEXEC
 
   /// Removes the temporary files that saves of `fileName` left in `directory` when their
   /// process died mid-save, if no save of the file is in progress (in any process); returns
@@ -485,6 +513,72 @@ enum _SnapshotFile {
       if unlink(directory + "/" + name) == 0 { removed += 1 }
     }
     return removed
+  }
+
+  // MARK: Moving a rejected file aside
+
+  /// What ``moveAside(_:identity:to:)`` did.
+  enum MoveAsideOutcome: Equatable {
+    /// The file was moved to this path.
+    case moved(to: String)
+    /// The file that was read is no longer at the path: another file replaced it, or it was
+    /// removed. Nothing was moved.
+    case replaced
+    /// The file could not be moved: the lock of saves or a system call failed.
+    case failed
+  }
+
+  /// Moves the file at `path` to `base`, or to `base-2`, `base-3`, … if that name is taken,
+  /// provided it is still the file of `identity` (which a load read and rejected); never
+  /// replaces a file at the new name.
+  ///
+  /// The move holds the lock of ``lockSaves(of:in:wait:)``, waiting for a save in progress:
+  /// no save can rename a new snapshot over `path` between the comparison of identities and
+  /// the move, and no other move aside can take the same new name. The file is linked under
+  /// the new name, which fails if that name exists, then unlinked from `path`; on a file
+  /// system without hard links, it is renamed to a name that did not exist a moment before
+  /// (under the lock, only a program that does not take it can create that name meanwhile).
+  static func moveAside(
+    _ path: String, identity: FileIdentity, to base: String
+  ) -> MoveAsideOutcome {
+    let (directory, fileName) = split(path)
+    // Without the lock file, saves fail as well, so none can overwrite the file left in place.
+    guard let lock = try? lockSaves(of: fileName, in: directory, wait: true) else {
+      return .failed
+    }
+    defer { close(lock) }
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      return errno == ENOENT ? .replaced : .failed
+    }
+    guard FileIdentity(status) == identity else { return .replaced }
+    for attempt in 1...100 {
+      let target = attempt == 1 ? base : base + "-\(attempt)"
+      switch moveWithoutReplacing(path, to: target) {
+      case 0: return .moved(to: target)
+      case EEXIST: continue
+      default: return .failed
+      }
+    }
+    return .failed
+  }
+
+  /// Gives the file at `path` the name `target` instead, unless `target` exists; returns 0, or
+  /// `errno` (`EEXIST` if `target` exists).
+  private static func moveWithoutReplacing(_ path: String, to target: String) -> Int32 {
+    // Flags 0: a symbolic link at `path` is linked itself, as `rename` would move it.
+    if linkat(AT_FDCWD, path, AT_FDCWD, target, 0) == 0 {
+      if unlink(path) == 0 { return 0 }
+      let code = errno
+      unlink(target)
+      return code
+    }
+    let code = errno
+    if code == EEXIST { return code }
+    // No hard links here (or `link` refused for another reason, which `rename` reports).
+    var status = stat()
+    if lstat(target, &status) == 0 { return EEXIST }
+    return rename(path, target) == 0 ? 0 : errno
   }
 
   // MARK: Helpers

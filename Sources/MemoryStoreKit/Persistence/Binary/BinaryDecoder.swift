@@ -111,10 +111,16 @@ private struct _BinaryPlace {
 /// A `String` takes 16 bytes however short it is, and storage of its own beyond 15 bytes, while
 /// a string of the table can take a single byte: a payload made of empty strings would take 16
 /// times its size in memory. The table keeps the strings as `String`s while they take at most
-/// the payload's size, as the table of a payload the encoder wrote always does (each name is
-/// there once, and used by at least one field). Past that, it keeps the position of every
-/// 16th string (at most half the payload's size) and compares a field's name with the
-/// payload's bytes, skipping at most 15 strings from the nearest position kept.
+/// the payload's size (or 64 KiB). Past that, it keeps the position of every 16th string (at
+/// most half the payload's size) and compares a field's name with the payload's bytes, skipping
+/// at most 15 strings from the nearest position kept. Payloads the encoder wrote cross that
+/// line too, not only crafted ones: a value holding a `[String: X]` with tens of thousands of
+/// short distinct keys puts each key in the table in a few bytes, where a `String` takes 16.
+///
+/// Either way a field's name matches a string of the table as Swift compares `String`s, by
+/// canonical equivalence ("é" as one scalar matches "e" followed by a combining accent): the
+/// encoder's table holds each name once by that comparison, so a name may be stored in
+/// another, equivalent, form than a field that uses it.
 private struct _BinaryNames {
   /// Every string, or none when they would take too much memory.
   private let strings: [String]
@@ -220,12 +226,18 @@ private struct _BinaryNames {
     return position..<end
   }
 
-  /// Whether string `index`, less than ``count``, is `name`.
+  /// Whether string `index`, less than ``count``, is `name`: canonically equivalent to it,
+  /// as `==` on `String`s tells, whether the table keeps `String`s or positions.
   @inline(__always)
   func matches(_ index: Int, _ name: String, in bytes: [UInt8]) -> Bool {
     if index < strings.count { return strings[index] == name }
     let range = range(index, in: bytes)
-    return name.utf8.count == range.count && name.utf8.elementsEqual(bytes[range])
+    if name.utf8.count == range.count && name.utf8.elementsEqual(bytes[range]) { return true }
+    // Other bytes may still be an equivalent form of the name, but not if both are ASCII.
+    if name.utf8.allSatisfy({ $0 < 0x80 }) && bytes[range].allSatisfy({ $0 < 0x80 }) {
+      return false
+    }
+    return String(decoding: bytes[range], as: UTF8.self) == name
   }
 
   /// String `index`, less than ``count``.
