@@ -1,3 +1,49 @@
+// MARK: - Memory pressure
+
+extension MemoryStore {
+  /// What ``handleMemoryPressure(_:)`` frees. Thread-safe.
+  public var memoryPressurePolicy: MemoryPressurePolicy {
+    get { _writeLock.withLock { _policy.pointer.pointee.memoryPressure } }
+    set { _writeLock.withLock { _policy.pointer.pointee.memoryPressure = newValue } }
+  }
+
+  /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
+  /// count limit's record of recently evicted keys (up to 12 bytes per entry of the limit,
+  /// rebuilt by later evictions) and trims a store with limits, in eviction order, to the
+  /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
+  /// also empties a store without limits if the policy says so.
+  ///
+  /// Works on every platform. On Apple platforms, `monitorSystemMemoryPressure(queue:)`
+  /// calls it for the system's events; on Linux the app calls it, for example when the
+  /// cgroup's `memory.events` file reports `high`, or from its own accounting:
+  ///
+  /// ```swift
+  /// if residentBytes > budget { store.handleMemoryPressure(.warning) }
+  /// ```
+  ///
+  /// Removals appear in change batches with reason ``ChangeReason/evictedByMemoryPressure``
+  /// (``ChangeReason/evictedByDecider`` for the decider's). Runs on the calling thread; the
+  /// trimming holds the write lock for one chunk of evictions at a time.
+  public func handleMemoryPressure(_ level: MemoryPressureLevel) {
+    if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
+    // The record of evicted keys is memory the store can do without: it goes first, freed
+    // after the lock is released.
+    let (pressure, forgotten) = _writeLock.withLock {
+      let policy = _policy.pointer
+      let records = (policy.pointee.ghosts, policy.pointee.sampledEvictions)
+      if records.0.capacity > 0 { policy.pointee.ghosts = _GhostKeys() }
+      if records.1.capacity > 0 { policy.pointee.sampledEvictions = _GhostKeys() }
+      return (policy.pointee.memoryPressure, records)
+    }
+    withExtendedLifetime(forgotten) {}
+    let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction
+    _enforceLimits(fraction: fraction, reason: .memoryPressure)
+    if level == .critical && pressure.removesAllOnCritical { _removeAllUnderPressure() }
+  }
+}
+
+// MARK: - System events (Apple platforms)
+
 #if canImport(Darwin)
   import Dispatch
 

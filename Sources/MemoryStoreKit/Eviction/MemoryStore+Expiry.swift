@@ -1,0 +1,85 @@
+import Synchronization
+
+// MARK: - Time to live
+
+extension MemoryStore {
+  /// How long entries live when a write gives no time to live; `nil` (the default) for
+  /// forever.
+  ///
+  /// ```swift
+  /// sessions.defaultTimeToLive = .seconds(1_800)
+  /// ```
+  ///
+  /// Applies to writes made after it is set. An expired entry is never returned by any read
+  /// (subscript, ``count``, ``allItems``, ``values(forKeys:)``, a save), even before it is
+  /// removed: while any entry has a time to live, a read compares the earliest expiry with
+  /// the clock, and the first read or write after an expiry removes the expired entries. A
+  /// timer on the scheduler removes them too, at the earliest expiry, so that they leave
+  /// memory and appear in change batches with reason ``ChangeReason/expired`` without a read.
+  ///
+  /// While no entry has a time to live, reads pay one relaxed atomic load for this; while one
+  /// does, they also read the scheduler's clock. Thread-safe.
+  public var defaultTimeToLive: Duration? {
+    get { _writeLock.withLock { _policy.pointer.pointee.defaultTimeToLive } }
+    set {
+      let now = _clockNanos()
+      let activation = _writeLock.withLock {
+        if newValue != nil { _timesEntries.store(true, ordering: .relaxed) }
+        _policy.pointer.pointee.defaultTimeToLive = newValue
+        return _activatePolicyLocked(now: now)
+      }
+      _release(activation)
+    }
+  }
+
+  /// Renews the time to live of `key`'s entry, and counts as a use of it for eviction,
+  /// without rewriting its value; returns whether the key was present.
+  ///
+  /// ```swift
+  /// // Keep a session alive for another 30 minutes from now, if it still exists.
+  /// if !sessions.touch(sessionID, timeToLive: .seconds(1_800)) { showLogin() }
+  /// ```
+  ///
+  /// An ordered write: it never brings back an entry that was removed or has expired (it
+  /// returns `false` instead), and a write of the key that it races wins or loses as a whole.
+  /// Its value, cost and write time are kept. It is not a change: no ``ChangeBatch`` reports
+  /// it, and it is neither a hit nor a miss in ``statistics``.
+  ///
+  /// - Parameters:
+  ///   - key: The key whose entry to renew.
+  ///   - timeToLive: How long the entry lives from now; `nil` uses ``defaultTimeToLive``. With
+  ///     neither, the entry's expiry is left as it is and only its use is counted. Zero or
+  ///     less: the entry expires at once.
+  /// - Returns: Whether `key` had an entry, which was renewed.
+  /// - Complexity: O(1) on average.
+  @discardableResult
+  public func touch(_ key: Key, timeToLive: Duration? = nil) -> Bool {
+    // No entry has metadata, and none is given a time to live: nothing to renew or count.
+    if timeToLive == nil && !_policyActive.load(ordering: .relaxed) { return contains(key) }
+    // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
+    return _perform(
+      .renew(key, timeToLive: timeToLive), timeToLive: timeToLive, activatingPolicy: true
+    )
+    .previous != nil
+  }
+}
+
+// MARK: - Time
+
+extension MemoryStore {
+  /// The scheduler's time, in nanoseconds since the store was created.
+  @inlinable
+  func _clockNanos() -> Int64 {
+    if _systemOrigin != 0 { return _SystemClock.nanoseconds - _systemOrigin }
+    return (_scheduler.now - _origin).nanoseconds
+  }
+
+  func _instant(_ nanos: Int64) -> ContinuousClock.Instant {
+    _origin + .nanoseconds(nanos)
+  }
+
+  /// The second that reads record for `nanos`: 1 for the first second.
+  static func _tick(_ nanos: Int64) -> UInt32 {
+    UInt32(clamping: nanos / 1_000_000_000 + 1)
+  }
+}

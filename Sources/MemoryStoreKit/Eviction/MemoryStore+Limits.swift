@@ -1,0 +1,177 @@
+import Synchronization
+
+// MARK: - Count and cost limits, costs
+
+extension MemoryStore {
+  /// The most entries the store holds; `nil` (the default) or 0 for no limit.
+  ///
+  /// ```swift
+  /// let recent = MemoryStore<String, Quote>(name: "recent")
+  /// recent.countLimit = 10_000
+  /// ```
+  ///
+  /// Enforced strictly: when a write returns, the store is within the limit. The write that
+  /// goes over it evicts the entry the eviction order picks — SIEVE's: the oldest entry not
+  /// read since the hand last passed it; an entry read often survives up to three passes of
+  /// the hand (see <doc:Eviction>) — never the entry being written, unless it is the only one
+  /// left.
+  /// Each entry has a counter of its own. Lowering the limit evicts at once, in chunks.
+  /// Evictions appear in change batches with reason ``ChangeReason/evictedByCountLimit``.
+  ///
+  /// Setting a limit makes entries carry their metadata in their nodes (16 bytes each, more
+  /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
+  /// atomic load per hit, and a store only when the entry's counter changes); the eviction
+  /// order takes 8 bytes per entry. Once it evicts, the limit remembers the keys it evicted
+  /// last (about 43 bytes per entry of the limit). Setting the first limit on a large store is
+  /// O(*n*). Thread-safe.
+  public var countLimit: Int? {
+    get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }
+    set { _setLimit(\.countLimit, to: newValue) }
+  }
+
+  /// The most total cost the entries may have; `nil` (the default) or 0 for no limit.
+  ///
+  /// ```swift
+  /// let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
+  /// thumbnails.entryCost = { _, data in data.count }   // every write is weighed
+  /// thumbnails.costLimit = 4 << 20                      // 4 MiB
+  /// ```
+  ///
+  /// An entry's cost is, in this order: the `cost` its write gives
+  /// (``setValue(_:forKey:cost:timeToLive:)``, or `cost:` of a get-or-create), what
+  /// ``entryCost`` returns for it, or 0. A read-modify-write (``update(forKey:_:)``,
+  /// `merge(_:uniquingKeysWith:)`) without ``entryCost`` keeps the cost of the entry it
+  /// changes, as does ``touch(_:timeToLive:)``. Enforced like ``countLimit``, with reason
+  /// ``ChangeReason/evictedByCostLimit``.
+  /// An entry whose cost alone exceeds the limit is evicted by its own write and evicts
+  /// nothing else (a key it replaced is then gone too); a get-or-create still returns such a
+  /// value to its callers. Entries of cost 0 are never evicted to meet the cost limit (only
+  /// the count limit removes them); finding a costed entry to evict is O(*n*) at worst, when
+  /// few entries have a cost. Thread-safe.
+  public var costLimit: Int? {
+    get { _writeLock.withLock { _policy.pointer.pointee.costLimit }.nonZero }
+    set { _setLimit(\.costLimit, to: newValue) }
+  }
+
+  /// Computes the cost of an entry from its key and value, such as its size in bytes.
+  ///
+  /// Called outside every lock of the store, before the write takes its lock: on the writing
+  /// thread, or in the load's task for get-or-load, and after the closure for
+  /// ``update(forKey:_:)``; it may run more than once for one write (a read-modify-write that
+  /// runs again). It must be a fast, pure function, and it must not wait for the store. A
+  /// negative result counts as 0, and one above 2^48 as 2^48.
+  public typealias EntryCost = @Sendable (Key, Value) -> Int
+
+  /// The store's cost function (a *weigher*): the cost of every value written without a
+  /// cost of its own; `nil` (the default) for none, when such writes cost 0.
+  ///
+  /// ```swift
+  /// let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
+  /// thumbnails.entryCost = { _, data in data.count }
+  /// thumbnails.costLimit = 4 << 20
+  /// let data = try await thumbnails.value(forKey: url) { try await download(url) }
+  /// ```
+  ///
+  /// It weighs the values of every write that gives no cost: the subscript,
+  /// ``updateValue(_:forKey:)``, ``addEntries(_:)``, ``setValue(_:forKey:cost:timeToLive:)``
+  /// without `cost`, get-or-create (``valueOrInsert(forKey:cost:timeToLive:_:)``,
+  /// ``value(forKey:cost:timeToLive:orLoad:)``) without `cost`, ``update(forKey:_:)``,
+  /// `merge(_:uniquingKeysWith:)` and a persistence manager's `load()`. It runs outside every
+  /// lock (see ``EntryCost``). Entries written before it is set keep their costs.
+  ///
+  /// Setting it makes entries carry their metadata, as a first limit does: O(*n*) once on a
+  /// large store, and writes go through the eviction policy. Thread-safe.
+  public var entryCost: EntryCost? {
+    get { _functions.withLock { $0.entryCost } }
+    set {
+      let now = _clockNanos()
+      let activation =
+        newValue == nil ? nil : _writeLock.withLock { _activatePolicyLocked(now: now) }
+      // The function replaced is released after unlocking, like a decider.
+      // The flag is set under the same lock as the function, so that concurrent setters
+      // leave them agreeing.
+      let replaced = _functions.withLock { functions in
+        defer {
+          functions.entryCost = newValue
+          _weighs.store(newValue != nil, ordering: .relaxed)
+        }
+        return functions.entryCost
+      }
+      withExtendedLifetime(replaced) {}
+      _release(activation)
+    }
+  }
+
+  /// The largest cost an entry counts: 2^48 (a larger one counts as this, a negative one as
+  /// 0), so that the total cost of entries never overflows.
+  @inlinable static var _maximumCost: Int { 1 << 48 }
+
+  /// `cost` within 0...``_maximumCost``.
+  @inlinable @inline(__always)
+  static func _clampedCost(_ cost: Int) -> Int { min(max(cost, 0), _maximumCost) }
+
+  /// The cost of `value` for `key` by ``entryCost``, or `nil` without one. Runs user code:
+  /// call it outside every lock.
+  @inlinable @inline(__always)
+  func _weigh(_ key: Key, _ value: Value) -> Int? {
+    guard _weighs.load(ordering: .relaxed) else { return nil }
+    return _weighSlow(key, value)
+  }
+
+  @usableFromInline
+  func _weighSlow(_ key: Key, _ value: Value) -> Int? {
+    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
+    return Self._clampedCost(entryCost(key, value))
+  }
+
+  /// The costs of `entries` by ``entryCost``, or `nil` without one. Runs user code: call it
+  /// outside every lock.
+  @inlinable
+  func _weighAll(_ entries: [Key: Value]) -> [Key: Int]? {
+    guard _weighs.load(ordering: .relaxed) else { return nil }
+    return _weighAllSlow(entries)
+  }
+
+  @usableFromInline
+  func _weighAllSlow(_ entries: [Key: Value]) -> [Key: Int]? {
+    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
+    var costs: [Key: Int] = [:]
+    costs.reserveCapacity(entries.count)
+    for (key, value) in entries { costs[key] = Self._clampedCost(entryCost(key, value)) }
+    return costs
+  }
+
+  /// Inserts or replaces the value for `key` with a cost and a time to live, and returns the
+  /// value it replaced.
+  ///
+  /// ```swift
+  /// images.setValue(image, forKey: url, cost: image.byteCount)
+  /// tokens.setValue(token, forKey: user, timeToLive: .seconds(300))
+  /// ```
+  ///
+  /// An ordered write, like ``updateValue(_:forKey:)``. The write may evict other entries to
+  /// stay within ``countLimit`` and ``costLimit``; they are removed in the same atomic write.
+  ///
+  /// - Parameters:
+  ///   - value: The value to store.
+  ///   - key: The key to store it for.
+  ///   - cost: The entry's cost toward ``costLimit``, such as its size in bytes; `nil` (the
+  ///     default) weighs the value with ``entryCost``, or gives 0 without one. Negative: 0;
+  ///     above 2^48: 2^48.
+  ///   - timeToLive: How long the entry lives; `nil` uses ``defaultTimeToLive``. Zero or
+  ///     less: the entry is expired at once.
+  /// - Returns: The previous value, or `nil` if the key was absent or expired.
+  /// - Complexity: O(1) on average, plus O(1) amortised per eviction.
+  @discardableResult
+  public func setValue(
+    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
+  ) -> Value? {
+    _performKeyedWithPolicy(key, value, cost: cost.map(Self._clampedCost), timeToLive: timeToLive)
+      .previous
+  }
+}
+
+extension Int {
+  /// `nil` for 0 (no limit), else the value.
+  fileprivate var nonZero: Int? { self == 0 ? nil : self }
+}
