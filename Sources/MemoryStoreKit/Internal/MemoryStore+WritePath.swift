@@ -61,7 +61,11 @@ extension MemoryStore {
   func _performKeyedWithPolicy(
     _ key: Key, _ newValue: Value?, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> (changed: Bool, previous: Value?) {
-    let cost = cost ?? newValue.flatMap { _weigh(key, $0) } ?? 0
+    // Weighed only with a cost function: one relaxed load otherwise.
+    var entryCost = cost ?? 0
+    if cost == nil && _weighs.load(ordering: .relaxed), let newValue {
+      entryCost = _weighSlow(key, newValue) ?? 0
+    }
     let now = _lockForWrite(timeToLive: timeToLive)
     let activation = _activatePolicyLocked(now: now)
     var write = _PolicyWrite(store: self, now: now, reason: .write, collectsExpiredKeys: false)
@@ -69,7 +73,8 @@ extension MemoryStore {
     var protected = -1
     if let newValue {
       let applied = write.set(
-        key, newValue, _entryMetadataLocked(now: now, cost: cost, timeToLive: timeToLive), in: self)
+        key, newValue, _entryMetadataLocked(now: now, cost: entryCost, timeToLive: timeToLive),
+        in: self)
       write.outcome.previous = applied.previous
       protected = applied.position
     } else {

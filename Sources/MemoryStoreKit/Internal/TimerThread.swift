@@ -186,6 +186,12 @@ final class _TimerThread: @unchecked Sendable {
 /// started within 50 µs at the median and 5 ms at most.
 @usableFromInline
 enum _Overcommit {
+  /// One serial queue of the overcommitting pool, for work that is frequent and short (the
+  /// background coalescing of logged changes): made once, so that such work costs an `async`
+  /// and not a new queue each time.
+  @usableFromInline static let serial = DispatchQueue(
+    label: "MemoryStore.background", qos: .utility)
+
   /// Runs `work` once, soon, on a thread of the overcommitting pool.
   @usableFromInline
   static func async(qos: DispatchQoS.QoSClass, _ work: @escaping @Sendable () -> Void) {

@@ -176,7 +176,7 @@ extension MemoryStore {
       withExtendedLifetime(_coalesceLogged(publishing: false)) {}
     } else if followUp.coalesceInBackground {
       // Not on a global queue: the Swift task pool can hold all of their threads.
-      _Overcommit.async(qos: .utility) { [weak self] in
+      _Overcommit.serial.async { [weak self] in
         guard let self else { return }
         withExtendedLifetime(self._coalesceLogged(publishing: false)) {}
       }
