@@ -96,8 +96,8 @@ public struct EvictionContext: Sendable {
   /// second in which the read happened (as the store's clock saw it, ticking once a second
   /// while a decider is set).
   public let lastReadAt: ContinuousClock.Instant?
-  /// The entry's cost, as given to ``MemoryStore/setValue(_:forKey:cost:timeToLive:)`` (0 for
-  /// other writes).
+  /// The entry's cost: as given to its write (``MemoryStore/setValue(_:forKey:cost:timeToLive:)``,
+  /// or `cost:` of a get-or-create), else as ``MemoryStore/entryCost`` weighed it, else 0.
   public let cost: Int
   /// When the entry expires, or `nil` if it has no time to live.
   public let expiresAt: ContinuousClock.Instant?
