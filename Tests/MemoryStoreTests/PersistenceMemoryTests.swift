@@ -4,6 +4,11 @@ import Testing
 @testable import MemoryStoreKit
 
 #if os(Linux)
+  /// Whether this process runs under ThreadSanitizer or AddressSanitizer: their runtimes
+  /// define these symbols.
+  private let runsUnderASanitizer =
+    dlsym(nil, "__tsan_init") != nil || dlsym(nil, "__asan_init") != nil
+
   /// The peak memory of `load()` for crafted files, measured in a child process: this test
   /// executable run again with a filter that selects only ``peakMemoryProbe()``, so that no
   /// other test allocates meanwhile.
@@ -12,8 +17,16 @@ import Testing
   /// everything but the load is done, loads, and reports `VmHWM` minus the resident set size
   /// before the load: the memory the load itself made resident. Memory reserved but never
   /// touched is not resident, so it is not counted, as it costs nothing.
-  @Suite("Persistence: peak memory of a load", .serialized)
+  ///
+  /// Not under a sanitizer: ThreadSanitizer and AddressSanitizer give every byte an
+  /// application touches shadow memory of their own, which the resident set counts.
+  @Suite(
+    "Persistence: peak memory of a load", .serialized,
+    .enabled(
+      if: !runsUnderASanitizer,
+      "a sanitizer's shadow memory would be measured with the load's"))
   struct PersistenceMemoryTests {
+
     /// In a child process: what to measure, as `<mode>\t<file>`.
     static let probeVariable = "MEMORYSTORE_PEAK_PROBE"
     static let probe = ProcessInfo.processInfo.environment[probeVariable]
