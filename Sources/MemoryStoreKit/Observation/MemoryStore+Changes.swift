@@ -421,7 +421,7 @@ extension MemoryStore {
   /// Thread-safe; see ``updates(of:)``, whose elements say which is which.
   @available(*, deprecated, renamed: "updates(of:)")
   public func updates(forKey key: Key) -> KeyUpdates {
-    KeyUpdates(store: self, key: key)
+    KeyUpdates(updates: updates(of: key))
   }
 
   /// Subscribes `sink` to its key, with the key's value taken at the same point of the write
@@ -485,21 +485,17 @@ extension MemoryStore {
     public typealias Element = Value?
     public typealias Failure = Never
 
-    weak var store: MemoryStore?
-    let key: Key
+    /// The sequence this one reads, each update as its value.
+    let updates: Updates
 
     /// Subscribes: the iterator receives the key's current value, then its changes.
     public func makeAsyncIterator() -> Iterator {
-      guard let store else { return Iterator(sink: nil, subscription: nil) }
-      store._startBatchesForSubscriber()
-      let sink = _KeySink<Key, Value>(key: key)
-      return Iterator(sink: sink, subscription: store._subscribe(sink))
+      Iterator(base: updates.makeAsyncIterator())
     }
 
     /// Iterates one subscription. Dropping the iterator ends the subscription.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
-      let sink: _KeySink<Key, Value>?
-      let subscription: Subscription?
+      var base: Updates.Iterator
 
       /// The key's next value (`.some(nil)`: absent), waiting for it if necessary; `nil` when
       /// the store is gone or the task is cancelled.
@@ -510,8 +506,7 @@ extension MemoryStore {
       /// The key's next value (`.some(nil)`: absent), waiting for it if necessary; `nil` when
       /// the store is gone or the task is cancelled.
       public mutating func next(isolation actor: isolated (any Actor)?) async -> Value?? {
-        guard let sink, let subscription else { return nil }
-        return await sink.next(isolation: actor) { subscription.cancel() }
+        await base.next(isolation: actor).map(\.value)
       }
     }
   }
