@@ -22,7 +22,7 @@ extension MemoryStore {
 
   /// Whether values replaced or removed by writes are still allocated, waiting for readers
   /// to leave. Not part of the supported API.
-  public var _retainsReplacedValues: Bool { _writeLock.withLock { _table.retainedCount > 0 } }
+  public var _retainsReplacedValues: Bool { _writer.withLock { _ in _table.retainedCount > 0 } }
 }
 
 @_spi(Testing)
@@ -37,10 +37,8 @@ extension MemoryStore {
   /// The number of changes logged by writers and not yet coalesced. Not part of the
   /// supported API.
   public var _loggedChangeCount: Int {
-    _writeLock.withLock {
-      _tracker.pointer.pointee.segments.reduce(_tracker.pointer.pointee.log.count) {
-        $0 + $1.count
-      }
+    _writer.withLock { state in
+      state.changes.segments.reduce(state.changes.log.count) { $0 + $1.count }
     }
   }
 
@@ -56,9 +54,9 @@ extension MemoryStore {
   /// as many entries as the store, and the total cost and the expiry heap agree with them;
   /// returns a description of the first difference. Not part of the supported API.
   public func _policyMismatch() -> String? {
-    _writeLock.withLock {
+    _writer.withLock { state in
       guard _policyActive.load(ordering: .relaxed) else { return nil }
-      let policy = _policy.pointer.pointee
+      let policy = state.policy
       let count = _table.stagedCount
       var inRing = 0
       var cost = 0
@@ -133,10 +131,10 @@ extension MemoryStore {
   /// Call it when no write is in progress (after a run), as the stress and mirror tests do.
   public func _checkInvariants() {
     #if DEBUG
-      _writeLock.withLock {
+      _writer.withLock { state in
         _table._checkInvariants()
         guard _policyActive.load(ordering: .relaxed) else { return }
-        let policy = _policy.pointer.pointee
+        let policy = state.policy
         let count = _table.stagedCount
         precondition(
           policy.countLimit == 0 || count <= policy.countLimit,
@@ -160,8 +158,8 @@ extension MemoryStore {
   /// capacity; a few may have been pushed out early), and how many it can cover. Not part of
   /// the supported API.
   public var _rememberedEvictions: (count: Int, capacity: Int) {
-    _writeLock.withLock {
-      let ghosts = _policy.pointer.pointee.ghosts
+    _writer.withLock { state in
+      let ghosts = state.policy.ghosts
       return (Swift.min(ghosts.inserted, ghosts.capacity), ghosts.capacity)
     }
   }

@@ -49,7 +49,8 @@ extension MemoryStore {
       // Absent and left absent: the read alone is the whole operation.
       if version == nil && value == nil { return result }
       let cost = value.flatMap { _weigh(key, $0) }
-      if _performUnlessChanged(.replace([(key, value, version, cost)])) { return result }
+      let applied = _transact { $0.replace([(key, value, version, cost)], in: self) }
+      if applied { return result }
     }
   }
 
@@ -162,7 +163,8 @@ extension MemoryStore {
           cost: _weigh(key, done.value)
         )
       }
-      if _performUnlessChanged(.replace(entries)) { return }
+      let applied = _transact { $0.replace(entries, in: self) }
+      if applied { return }
     }
   }
 
@@ -228,54 +230,15 @@ extension MemoryStore {
       }
       // Commit if nothing was published since the snapshot (every entry is judged), or, in
       // the last round, whatever is still as judged.
-      switch _performUnlessChanged(
-        .removeUnchanged(targets), since: version, requiringNoWrite: round < rounds)
-      {
+      let outcome = _transact(collectingExpiredKeys: false) { write in
+        write.removeUnchangedUnlessCopied(
+          targets, since: version, requiringNoWrite: round < rounds, in: self)
+      }
+      switch outcome {
       case .applied: return
       case .written: round += 1
       case .copied: break  // Every entry got a new node, once: judge them again.
       }
     }
-  }
-
-  /// What ``_performUnlessChanged(_:since:requiringNoWrite:)`` did.
-  enum _ConditionalOutcome {
-    /// The write was applied.
-    case applied
-    /// It was not: what it read has changed since.
-    case written
-    /// It was not: every entry was copied with metadata since it read them.
-    case copied
-  }
-
-  /// Applies a write made of reads taken outside the lock (``_WriteOperation/replace(_:)``,
-  /// ``_WriteOperation/removeUnchanged(_:)``), if what it read is unchanged; returns whether
-  /// it was applied.
-  func _performUnlessChanged(_ operation: _WriteOperation<Key, Value>) -> Bool {
-    _performUnlessChanged(operation, since: nil, requiringNoWrite: false) == .applied
-  }
-
-  /// Applies a write made of reads taken at `version` outside the lock, unless every entry
-  /// has been copied with metadata since, or, with `requiringNoWrite`, any write was published
-  /// since.
-  func _performUnlessChanged(
-    _ operation: _WriteOperation<Key, Value>, since version: UInt64?, requiringNoWrite: Bool
-  ) -> _ConditionalOutcome {
-    let now = _lockForWrite(timeToLive: nil)
-    if let version {
-      let writer = _table._writer.pointer
-      let outcome: _ConditionalOutcome? =
-        writer.pointee.metadataCopiesVersion > version
-        ? .copied : requiringNoWrite && writer.pointee.version != version ? .written : nil
-      if let outcome {
-        _writeLock.unlock()
-        return outcome
-      }
-    }
-    let outcome = _policyWriteLocked(now: now, operation: operation)
-    _writeLock.unlock()
-    let applied = !outcome.conflicted
-    _finishPolicyWrite(outcome, now: now)
-    return applied ? .applied : .written
   }
 }

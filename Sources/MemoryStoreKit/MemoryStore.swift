@@ -86,19 +86,15 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   public let name: String?
 
   /// The contents: a versioned hash table that readers read without locks (see
-  /// <doc:Internals>). Written only by a writer holding `_writeLock`.
+  /// <doc:Internals>). Written only inside a write transaction (see `_transact`).
   @usableFromInline let _table: _ConcurrentTable<Key, Value>
-  /// Serialises writers.
-  @usableFromInline let _writeLock: _Lock
-  /// Guards `_creations`.
-  @usableFromInline let _creationLock: _Lock
-  /// Values being created by `valueOrInsert(forKey:_:)`, by key; guarded by `_creationLock`.
-  @usableFromInline let _creations: _UnsafeBox<[Key: _Creation<Value>]>
+  /// The write lock and what it guards: the policy, the change log and the removal log.
+  @usableFromInline let _writer: _Writer<Key, Value>
+  /// Values being created by `valueOrInsert(forKey:_:)`, by key.
+  let _creations: _Protected<[Key: _Creation<Value>]>
   /// Values being loaded by `value(forKey:orLoad:)`, by key.
   let _loads: _Protected<[Key: _Load<Value>]>
-  /// The changes since the previous batch, as logged by writers; guarded by `_writeLock`.
-  @usableFromInline let _tracker: _UnsafeBox<_ChangeTracker<Key, Value>>
-  /// The same changes, coalesced per key; lock order: `_accumulator`, then `_writeLock`.
+  /// The same changes, coalesced per key; lock order: `_accumulator`, then the write lock.
   @usableFromInline let _accumulator: _Protected<_ChangeAccumulator<Key, Value>>
   /// Subscribers and publication state.
   let _hub: _ChangeHub<Key, Value>
@@ -117,8 +113,6 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// cleared; writers read it before locking to read the clock outside the lock, and again
   /// under the lock.
   @usableFromInline let _policyActive: Atomic<Bool>
-  /// The eviction policy's bookkeeping; guarded by `_writeLock`.
-  @usableFromInline let _policy: _UnsafeBox<_Policy>
   /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
   /// expires. Written under the write lock before the write that needs it is published.
   @usableFromInline let _nextExpiry: Atomic<Int64>
@@ -138,10 +132,6 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _keepsWriteTimes: Atomic<Bool>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
-  /// The removals not yet delivered and the subscribers of ``removals(bufferingNewest:)``;
-  /// guarded by `_writeLock` (whether writes log removals is the tracker's
-  /// `recordsRemovals`, beside the other flags every write reads).
-  @usableFromInline let _removalLog: _UnsafeBox<_RemovalLog<Key, Value>>
 
   /// Creates an empty store.
   ///
@@ -163,7 +153,6 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     let coarseMargin = _systemOrigin != 0 ? _SystemClock.coarseMargin : 0
     _coarseOffset = coarseMargin != 0 ? (coarseMargin &- _systemOrigin) | 1 : 0
     _policyActive = Atomic(false)
-    _policy = _UnsafeBox(_Policy())
     _nextExpiry = Atomic(.max)
     _readTick = Atomic(0)
     _timesEntries = Atomic(false)
@@ -171,14 +160,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _weighs = Atomic(false)
     _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
-    _removalLog = _UnsafeBox(_RemovalLog())
-    _tracker = _UnsafeBox(_ChangeTracker())
     _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
     _table = _ConcurrentTable()
-    _writeLock = _Lock()
-    _creationLock = _Lock()
-    _creations = _UnsafeBox([:])
+    _writer = _Writer()
+    _creations = _Protected([:])
     _loads = _Protected([:])
   }
 
@@ -190,12 +176,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     // Removals logged but not yet delivered still reach the subscribers; then their
     // iterations end.
     _deliverRemovals(finishing: true)
-    _removalLog.deallocate()
-    _tracker.deallocate()
-    _writeLock.deallocate()
-    _creationLock.deallocate()
-    _creations.deallocate()
-    _policy.deallocate()
+    _writer.deallocate()
   }
 }
 
@@ -233,37 +214,7 @@ extension MemoryStore {
   /// writes, so that is the newest state, and nothing it reaches can be freed meanwhile).
   @inlinable
   func _lockedView() -> _ReadView<Key, Value> {
-    _ReadView(table: _table, version: _table._writer.pointer.pointee.version, isLocked: true)
-  }
-
-  /// Sets (`newValue` non-`nil`) or removes `key`: the steps of ``_perform(_:reason:)`` for
-  /// the commonest write of a store without a policy, where all but staging, logging and
-  /// publishing are known to do nothing, with the key and value handed to the table directly
-  /// rather than wrapped in an operation (which costs a copy of each, and their retains).
-  @inlinable @inline(__always)
-  func _performKeyed(_ key: Key, _ newValue: Value?) -> (changed: Bool, previous: Value?) {
-    if _policyActive.load(ordering: .relaxed) {
-      return _performKeyedWithPolicy(key, newValue)
-    }
-    _writeLock.lock()
-    if _policyActive.load(ordering: .relaxed) {
-      _writeLock.unlock()
-      return _performKeyedWithPolicy(key, newValue)
-    }
-    let previous: Value?
-    var followUp: _TrackingFollowUp?
-    if let newValue {
-      previous = _table.stageSet(key, newValue)
-      followUp = _logKeyedLocked(key, newValue, previous: previous)
-    } else {
-      previous = _table.stageRemove(key)
-      if previous != nil { followUp = _logKeyedLocked(key, nil, previous: previous) }
-    }
-    let garbage = _table.publish()
-    _writeLock.unlock()
-    _release(garbage)
-    if let followUp { _followUp(followUp) }
-    return (newValue != nil || previous != nil, previous)
+    _ReadView(table: _table, version: _table.publishedVersion, isLocked: true)
   }
 
   /// Frees what a write retired (a value's deinit may run): call without any store lock.
@@ -445,7 +396,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func updateValue(_ value: Value, forKey key: Key) -> Value? {
-    _performKeyed(key, value).previous
+    _performKeyed(key, value)
   }
 
   /// Removes `key` and returns the value it had. Removing an absent key changes nothing.
@@ -457,7 +408,7 @@ extension MemoryStore {
   /// - Complexity: O(1) on average.
   @inlinable @discardableResult
   public func removeValue(forKey key: Key) -> Value? {
-    _performKeyed(key, nil).previous
+    _performKeyed(key, nil)
   }
 
   /// Inserts or replaces every entry of `entries` as one atomic, ordered write: no read sees
@@ -471,7 +422,8 @@ extension MemoryStore {
   @inlinable
   public func addEntries(_ entries: [Key: Value]) {
     guard !entries.isEmpty else { return }
-    _ = _perform(.merge(entries, costs: _weighAll(entries)))
+    let costs = _weighAll(entries)
+    _transact { $0.setAll(entries, costs: costs, in: self) }
   }
 
   /// Removes every key in `keys` as one atomic, ordered write. Absent keys are ignored.
@@ -483,7 +435,9 @@ extension MemoryStore {
     // Iterate the caller's sequence before taking the write lock: it is user code.
     let keys = Array(keys)
     guard !keys.isEmpty else { return }
-    _ = _perform(.removeKeys(keys))
+    _transact { write in
+      for key in keys { write.remove(key, reason: .write, in: self) }
+    }
   }
 
   /// Removes every entry as one atomic, ordered write.
@@ -493,7 +447,7 @@ extension MemoryStore {
   ///   While ``removals(bufferingNewest:)`` has subscribers, O(*n*): every entry is logged.
   @inlinable
   public func removeAll() {
-    _ = _perform(.removeAll)
+    _transact(collectingExpiredKeys: true) { $0.removeAll(in: self) }
   }
 
   /// Finishes now what the store does after writes, and returns once it is done for every
@@ -544,16 +498,14 @@ extension MemoryStore {
     // What was handed to the background queue is freed first (unless this runs there: a
     // value's deinit may use the store).
     if DispatchQueue.getSpecific(key: _Freeing.key) == nil { _freeQueue.sync {} }
-    _writeLock.lock()
     // Bounded, so that writers made meanwhile cannot keep it going.
-    var steps = _table.retainedCount / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
-    _writeLock.unlock()
+    var steps = _writer.withLock { _ in
+      _table.retainedCount / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
+    }
     while steps > 0 {
       steps -= 1
-      _writeLock.yieldToWaiters()
-      _writeLock.lock()
-      let step = _table.reclaimStep()
-      _writeLock.unlock()
+      _writer.yieldToWaiters()
+      let step = _writer.withLock { _ in _table.reclaimStep() }
       // Freed here, whatever its size: the caller waits for it.
       if let garbage = step.garbage { _table._free(garbage) }
       if step.isFinished { return }
@@ -631,31 +583,37 @@ extension MemoryStore {
     _ makeValue: () throws -> Value
   ) rethrows -> Value {
     while true {
-      _creationLock.lock()
-      if let value = _withReadAccess({ $0.value(forKey: key) }) {
-        _creationLock.unlock()
-        return value
+      // Under the creations' lock: a value stored already, or a creation to wait for, or
+      // this caller's own, registered.
+      let found = _creations.withLock { creations -> _CreationLookup<Value> in
+        if let value = _withReadAccess({ $0.value(forKey: key) }) { return .stored(value) }
+        if let creation = creations[key] { return .running(creation) }
+        let creation = _Creation<Value>()
+        creation.lock.lock()
+        creations[key] = creation
+        return .started(creation)
       }
-      if let creation = _creations.pointer.pointee[key] {
-        _creationLock.unlock()
-        if creation.isOwnedByCurrentThread {
+      let creation: _Creation<Value>
+      switch found {
+      case .stored(let value):
+        return value
+      case .running(let running):
+        if running.isOwnedByCurrentThread {
           _preconditionFailure(
             "valueOrInsert(forKey:_:) was called again for the same key from inside its makeValue")
         }
-        creation.lock.lock()
-        let outcome = creation.outcome
-        creation.lock.unlock()
+        running.lock.lock()
+        let outcome = running.outcome
+        running.lock.unlock()
         if let outcome { return outcome }
         continue  // The creator's makeValue threw: try again, with this caller's makeValue.
+      case .started(let started):
+        creation = started
       }
-      let creation = _Creation<Value>()
-      creation.lock.lock()
-      _creations.pointer.pointee[key] = creation
-      _creationLock.unlock()
 
       var stored: Value?
       defer {
-        _creationLock.withLock { _ = _creations.pointer.pointee.removeValue(forKey: key) }
+        _creations.withLock { _ = $0.removeValue(forKey: key) }
         creation.outcome = stored
         creation.lock.unlock()
       }
@@ -676,10 +634,12 @@ extension MemoryStore {
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value {
     let cost = cost ?? _weigh(key, value) ?? 0
-    return _perform(
-      .insert(key, value, cost: cost, timeToLive: timeToLive), timeToLive: timeToLive,
-      activatingPolicy: cost != 0 || timeToLive != nil
-    ).previous ?? value
+    return _transact(timeToLive: timeToLive, activatingPolicy: cost != 0 || timeToLive != nil) {
+      write in
+      if let existing = write.liveNode(key, in: self) { return existing.value.pointee }
+      _ = write.set(key, value, cost: cost, timeToLive: timeToLive, in: self)
+      return value
+    }
   }
 }
 

@@ -70,15 +70,16 @@ extension MemoryStore {
     get { _functions.withLock { $0.evictionDecider } }
     set {
       let now = _clockNanos()
-      let (activation, isFirst) = _writeLock.withLock { () -> (_TableGarbage?, Bool) in
-        guard newValue != nil, !_keepsWriteTimes.load(ordering: .relaxed) else {
-          return (nil, false)
+      let isFirst =
+        newValue != nil && !_keepsWriteTimes.load(ordering: .relaxed)
+        && _transact { write in
+          guard !_keepsWriteTimes.load(ordering: .relaxed) else { return false }
+          write.policy.writeTimesSince = now
+          _keepsWriteTimes.store(true, ordering: .relaxed)
+          _timesEntries.store(true, ordering: .relaxed)
+          write.activatePolicy(in: self)
+          return true
         }
-        _policy.pointer.pointee.writeTimesSince = now
-        _keepsWriteTimes.store(true, ordering: .relaxed)
-        _timesEntries.store(true, ordering: .relaxed)
-        return (_activatePolicyLocked(now: now), true)
-      }
       // The decider replaced is released after unlocking: it may hold the last reference to
       // something whose deinit uses the store.
       let replaced = _functions.withLock { functions in
@@ -86,7 +87,6 @@ extension MemoryStore {
         return functions.evictionDecider
       }
       withExtendedLifetime(replaced) {}
-      _release(activation)
       guard isFirst else { return }
       _readTick.store(Self._tick(now), ordering: .relaxed)
       _scheduleTick()
@@ -137,14 +137,14 @@ extension MemoryStore {
   /// purge runs on the scheduler's background queue with trigger ``EvictionTrigger/interval``.
   /// Thread-safe.
   public var evictionInterval: Duration {
-    get { _writeLock.withLock { _policy.pointer.pointee.evictionInterval } }
+    get { _writer.withLock { $0.policy.evictionInterval } }
     set {
       guard evictionDecider != nil else { return }
       let interval = max(newValue, .zero)
-      let generation = _writeLock.withLock {
-        _policy.pointer.pointee.evictionInterval = interval
-        _policy.pointer.pointee.intervalGeneration &+= 1
-        return _policy.pointer.pointee.intervalGeneration
+      let generation = _writer.withLock { state in
+        state.policy.evictionInterval = interval
+        state.policy.intervalGeneration &+= 1
+        return state.policy.intervalGeneration
       }
       if interval > .zero { _scheduleIntervalPurge(after: interval, generation: generation) }
     }
@@ -162,11 +162,11 @@ extension MemoryStore {
     _expireDueEntries()
     let start = _clockNanos()
     _readTick.store(Self._tick(start), ordering: .relaxed)
-    let (startVersion, writeTimesSince) = _writeLock.withLock {
-      _policy.pointer.pointee.purgesRunning += 1
-      return (_table._writer.pointer.pointee.version, _policy.pointer.pointee.writeTimesSince)
+    let (startVersion, writeTimesSince) = _writer.withLock { state in
+      state.policy.purgesRunning += 1
+      return (_table.publishedVersion, state.policy.writeTimesSince)
     }
-    defer { _writeLock.withLock { _policy.pointer.pointee.purgesRunning -= 1 } }
+    defer { _writer.withLock { $0.policy.purgesRunning -= 1 } }
     let startInstant = _instant(start)
     var evicted: [Key: Value] = [:]
     var position = 0
@@ -175,8 +175,8 @@ extension MemoryStore {
       var candidates:
         [(key: Key, value: Value, metadata: _EntryMetadata, version: UInt64, tick: UInt32)] = []
       candidates.reserveCapacity(Self._purgeChunk)
-      _writeLock.yieldToWaiters()
-      _writeLock.withLock {
+      _writer.yieldToWaiters()
+      _writer.withLock { _ in
         // Holes are not filled while a purge runs, so positions stay put; entries written
         // since the purge started are newer than its version and not judged.
         while position < _table.ringCount && candidates.count < Self._purgeChunk {
@@ -208,13 +208,10 @@ extension MemoryStore {
       }
       candidates = []
       guard !victims.isEmpty else { continue }
-      let now = _clockNanos()
-      _writeLock.lock()
-      let outcome = _policyWriteLocked(
-        now: now, operation: .removeUnchanged(victims), reason: .evictedByDecider)
-      _writeLock.unlock()
-      evicted.merge(outcome.removed ?? [:]) { _, new in new }
-      _finishPolicyWrite(outcome, now: now, freesHere: true)
+      let removed = _transact(.evictedByDecider, freesHere: true) {
+        $0.removeUnchanged(victims, in: self)
+      }
+      evicted.merge(removed) { _, new in new }
     }
     return evicted
   }
@@ -226,9 +223,8 @@ extension MemoryStore {
   }
 
   func _intervalPurgeFired(generation: UInt64) {
-    let interval = _writeLock.withLock {
-      _policy.pointer.pointee.intervalGeneration == generation
-        ? _policy.pointer.pointee.evictionInterval : .zero
+    let interval = _writer.withLock { state in
+      state.policy.intervalGeneration == generation ? state.policy.evictionInterval : .zero
     }
     guard interval > .zero else { return }
     _ = _purge(.interval)

@@ -20,15 +20,12 @@ extension MemoryStore {
   /// While no entry has a time to live, reads pay one relaxed atomic load for this; while one
   /// does, they also read the scheduler's clock. Thread-safe.
   public var defaultTimeToLive: Duration? {
-    get { _writeLock.withLock { _policy.pointer.pointee.defaultTimeToLive } }
+    get { _writer.withLock { $0.policy.defaultTimeToLive } }
     set {
-      let now = _clockNanos()
-      let activation = _writeLock.withLock {
+      _transact(activatingPolicy: true) { write in
         if newValue != nil { _timesEntries.store(true, ordering: .relaxed) }
-        _policy.pointer.pointee.defaultTimeToLive = newValue
-        return _activatePolicyLocked(now: now)
+        write.policy.defaultTimeToLive = newValue
       }
-      _release(activation)
     }
   }
 
@@ -57,10 +54,10 @@ extension MemoryStore {
     // No entry has metadata, and none is given a time to live: nothing to renew or count.
     if timeToLive == nil && !_policyActive.load(ordering: .relaxed) { return contains(key) }
     // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
-    return _perform(
-      .renew(key, timeToLive: timeToLive), timeToLive: timeToLive, activatingPolicy: true
-    )
-    .previous != nil
+    return _transact(timeToLive: timeToLive, activatingPolicy: true) { write in
+      let lifetime = timeToLive?.nanoseconds ?? write.policy.defaultLifetime
+      return write.renew(key, lifetime: lifetime, in: self) != nil
+    }
   }
 }
 

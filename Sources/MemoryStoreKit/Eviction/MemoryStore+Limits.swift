@@ -25,7 +25,7 @@ extension MemoryStore {
   /// last (about 43 bytes per entry of the limit). Setting the first limit on a large store is
   /// O(*n*). Thread-safe.
   public var countLimit: Int? {
-    get { _writeLock.withLock { _policy.pointer.pointee.countLimit }.nonZero }
+    get { _writer.withLock { $0.policy.countLimit }.nonZero }
     set { _setLimit(\.countLimit, to: newValue) }
   }
 
@@ -49,7 +49,7 @@ extension MemoryStore {
   /// the count limit removes them); finding a costed entry to evict is O(*n*) at worst, when
   /// few entries have a cost. Thread-safe.
   public var costLimit: Int? {
-    get { _writeLock.withLock { _policy.pointer.pointee.costLimit }.nonZero }
+    get { _writer.withLock { $0.policy.costLimit }.nonZero }
     set { _setLimit(\.costLimit, to: newValue) }
   }
 
@@ -84,9 +84,7 @@ extension MemoryStore {
   public var entryCost: EntryCost? {
     get { _functions.withLock { $0.entryCost } }
     set {
-      let now = _clockNanos()
-      let activation =
-        newValue == nil ? nil : _writeLock.withLock { _activatePolicyLocked(now: now) }
+      if newValue != nil { _transact(activatingPolicy: true) { _ in } }
       // The function replaced is released after unlocking, like a decider.
       // The flag is set under the same lock as the function, so that concurrent setters
       // leave them agreeing.
@@ -98,7 +96,6 @@ extension MemoryStore {
         return functions.entryCost
       }
       withExtendedLifetime(replaced) {}
-      _release(activation)
     }
   }
 
@@ -166,8 +163,9 @@ extension MemoryStore {
   public func setValue(
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value? {
-    _performKeyedWithPolicy(key, value, cost: cost.map(Self._clampedCost), timeToLive: timeToLive)
-      .previous
+    _performKeyed(
+      key, value, cost: cost.map(Self._clampedCost), timeToLive: timeToLive,
+      activatingPolicy: true)
   }
 }
 

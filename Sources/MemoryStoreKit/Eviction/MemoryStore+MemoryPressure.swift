@@ -3,8 +3,8 @@
 extension MemoryStore {
   /// What ``handleMemoryPressure(_:)`` frees. Thread-safe.
   public var memoryPressurePolicy: MemoryPressurePolicy {
-    get { _writeLock.withLock { _policy.pointer.pointee.memoryPressure } }
-    set { _writeLock.withLock { _policy.pointer.pointee.memoryPressure = newValue } }
+    get { _writer.withLock { $0.policy.memoryPressure } }
+    set { _writer.withLock { $0.policy.memoryPressure = newValue } }
   }
 
   /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
@@ -28,12 +28,11 @@ extension MemoryStore {
     if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
     // The record of evicted keys is memory the store can do without: it goes first, freed
     // after the lock is released.
-    let (pressure, forgotten) = _writeLock.withLock {
-      let policy = _policy.pointer
-      let records = (policy.pointee.ghosts, policy.pointee.sampledEvictions)
-      if records.0.capacity > 0 { policy.pointee.ghosts = _GhostKeys() }
-      if records.1.capacity > 0 { policy.pointee.sampledEvictions = _GhostKeys() }
-      return (policy.pointee.memoryPressure, records)
+    let (pressure, forgotten) = _writer.withLock { state in
+      let records = (state.policy.ghosts, state.policy.sampledEvictions)
+      if records.0.capacity > 0 { state.policy.ghosts = _GhostKeys() }
+      if records.1.capacity > 0 { state.policy.sampledEvictions = _GhostKeys() }
+      return (state.policy.memoryPressure, records)
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction

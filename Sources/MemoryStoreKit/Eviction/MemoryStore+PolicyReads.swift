@@ -44,11 +44,8 @@ extension MemoryStore {
   func _expireBeforeRead() {
     let now = _clockNanos()
     while _nextExpiry.load(ordering: .acquiring) <= now {
-      _writeLock.lock()
-      let outcome = _policyWriteLocked(now: now, operation: nil)
-      _writeLock.unlock()
-      _finishPolicyWrite(outcome, now: now)
-      _writeLock.yieldToWaiters()
+      _transact { _ in }
+      _writer.yieldToWaiters()
     }
   }
 }

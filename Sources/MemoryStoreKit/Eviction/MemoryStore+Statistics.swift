@@ -15,12 +15,11 @@ extension MemoryStore {
     _expireDueEntries()
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
-    return _writeLock.withLock {
-      let policy = _policy.pointer
-      return StoreStatistics(
+    return _writer.withLock { state in
+      StoreStatistics(
         hits: UInt64(truncatingIfNeeded: hits), misses: UInt64(truncatingIfNeeded: misses),
-        evictions: policy.pointee.evictions, count: _lockedView().count,
-        totalCost: policy.pointee.totalCost)
+        evictions: state.policy.evictions, count: _table.stagedCount,
+        totalCost: state.policy.totalCost)
     }
   }
 }

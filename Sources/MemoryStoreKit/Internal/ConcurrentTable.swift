@@ -1047,6 +1047,16 @@ extension _ConcurrentTable {
   @inlinable
   var carriesMetadata: Bool { _writer.pointer.pointee.carriesMetadata }
 
+  /// The version of the write that copied every entry with metadata (0: none). Write lock
+  /// held.
+  @inlinable
+  var metadataCopiesVersion: UInt64 { _writer.pointer.pointee.metadataCopiesVersion }
+
+  /// The version last published: what readers see, and, between writes, the newest state.
+  /// Write lock held.
+  @inlinable
+  var publishedVersion: UInt64 { _writer.pointer.pointee.version }
+
   /// Makes every node with a value carry metadata from now on: stages a copy of every entry
   /// with `metadata` (the values unchanged, so readers see no change once it is published).
   /// Write lock held; the caller publishes.

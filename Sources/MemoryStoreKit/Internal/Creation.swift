@@ -24,3 +24,14 @@ final class _Creation<Value> {
 // Safe: `outcome` is only accessed under `lock` (see above); the other properties are
 // immutable.
 extension _Creation: @unchecked Sendable where Value: Sendable {}
+
+/// What `valueOrInsert(forKey:_:)` finds under the creations' lock.
+@usableFromInline
+enum _CreationLookup<Value> {
+  /// The key has a value.
+  case stored(Value)
+  /// Another caller is creating the value: wait for it.
+  case running(_Creation<Value>)
+  /// This caller creates it: registered, its lock held.
+  case started(_Creation<Value>)
+}

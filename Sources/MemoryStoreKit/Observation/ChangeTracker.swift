@@ -109,16 +109,38 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// write reads it: one load and a branch, for a store that reports nothing.
   @usableFromInline private(set) var isReporting = false
 
-  /// Logs that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was present
-  /// just before this write.
-  ///
-  /// - Returns: What to do after unlocking, or `nil` for nothing (the common case).
-  @inlinable @inline(__always)
-  mutating func record(
-    _ key: Key, _ value: Value?, wasPresent: Bool, reason: ChangeReason = .write
-  ) -> _TrackingFollowUp? {
+  /// Appends that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was
+  /// present just before this write. Out of line: a write of a store without batches stays
+  /// small enough for the table's staging to be inlined into it.
+  @inlinable @inline(never)
+  mutating func appendKey(_ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason) {
     log.append(.key(key, value, wasPresent: wasPresent, reason))
-    return followUpIfNeeded()
+  }
+
+  /// Counts a write that changed the store, and returns what it must do after unlocking for
+  /// what it logged (`nil`, the common case: nothing): every write's last step before it
+  /// publishes.
+  ///
+  /// - Parameters:
+  ///   - logged: The length of the log when the write began.
+  ///   - cleared: Whether the write emptied the store: its log entry is sealed at once.
+  ///   - deliversRemovals: Whether it logged removals whose delivery must be scheduled.
+  @inlinable @inline(__always)
+  mutating func commit(logged: Int, cleared: Bool, deliversRemovals: Bool) -> _TrackingFollowUp? {
+    writeCount &+= 1
+    // A store that reports nothing logged nothing.
+    guard isReporting else { return nil }
+    var followUp: _TrackingFollowUp?
+    if cleared {
+      followUp = self.followUp(sealing: true)
+    } else if log.count != logged {
+      followUp = followUpIfNeeded()
+    }
+    if deliversRemovals {
+      followUp = followUp ?? _TrackingFollowUp()
+      followUp?.deliversRemovals = true
+    }
+    return followUp
   }
 
   /// What a write must do after unlocking, once it has appended everything it logs; `nil`

@@ -28,14 +28,14 @@ extension MemoryStore {
   /// reads nothing (see <doc:ObservingChanges> for the measurements).
   public var notificationInterval: Duration {
     get {
-      _writeLock.withLock { _tracker.pointer.pointee.interval }
+      _writer.withLock { $0.changes.interval }
     }
     set {
       let interval = max(newValue, .zero)
-      let wasTracking = _writeLock.withLock {
-        let wasTracking = _tracker.pointer.pointee.isTracking
-        _tracker.pointer.pointee.interval = interval
-        _tracker.pointer.pointee.intervalIsChosen = true
+      let wasTracking = _writer.withLock { state in
+        let wasTracking = state.changes.isTracking
+        state.changes.interval = interval
+        state.changes.intervalIsChosen = true
         return wasTracking
       }
       if wasTracking && interval == .zero { _publishChanges() }
@@ -49,11 +49,10 @@ extension MemoryStore {
   /// Turns batches on at the default interval for a new subscriber, unless the interval was
   /// chosen; in debug builds, warns a subscriber of a store whose batches were turned off.
   func _startBatchesForSubscriber() {
-    let isOffByChoice = _writeLock.withLock { () -> Bool in
-      let tracker = _tracker.pointer
-      guard tracker.pointee.interval == .zero else { return false }
-      if tracker.pointee.intervalIsChosen { return true }
-      tracker.pointee.interval = Self.defaultNotificationInterval
+    let isOffByChoice = _writer.withLock { state -> Bool in
+      guard state.changes.interval == .zero else { return false }
+      if state.changes.intervalIsChosen { return true }
+      state.changes.interval = Self.defaultNotificationInterval
       return false
     }
     #if DEBUG
@@ -147,13 +146,13 @@ extension MemoryStore {
     publishing: Bool, disarm: Bool = false, enteringReadSection: Bool = false
   ) -> _Coalesced {
     _accumulator.withLock { accumulator in
-      let (segments, section) = _writeLock.withLock {
-        if disarm { _tracker.pointer.pointee.isArmed = false }
-        if !publishing { _tracker.pointer.pointee.isCoalescing = false }
+      let (segments, section) = _writer.withLock { state in
+        if disarm { state.changes.isArmed = false }
+        if !publishing { state.changes.isCoalescing = false }
         // Under the write lock, the log and the table agree: the section sees exactly the
         // changes taken.
         return (
-          _tracker.pointer.pointee.takeLogged(includingCurrent: publishing),
+          state.changes.takeLogged(includingCurrent: publishing),
           enteringReadSection ? _table.enterReadSection() : nil
         )
       }
@@ -189,29 +188,6 @@ extension MemoryStore {
     _scheduler.schedule(after: delay) { [weak self] in
       self?._publishChanges(disarm: true)
     }
-  }
-
-  /// Logs a single-key write that changed the store (write lock held): for change batches and
-  /// for removals, if they are on, and in the store's write count, which the persistence
-  /// manager compares to skip unchanged saves.
-  ///
-  /// - Parameter previous: The value the write replaced or removed, if any.
-  /// - Returns: What to do after unlocking, if anything.
-  @inlinable @inline(__always)
-  func _logKeyedLocked(_ key: Key, _ value: Value?, previous: Value?) -> _TrackingFollowUp? {
-    let tracker = _tracker.pointer
-    tracker.pointee.writeCount &+= 1
-    guard tracker.pointee.isReporting else { return nil }
-    var followUp =
-      tracker.pointee.isTracking
-      ? tracker.pointee.record(key, value, wasPresent: previous != nil) : nil
-    if tracker.pointee.recordsRemovals, let previous,
-      _logRemovalLocked(key, previous, value != nil ? .replaced : .removed)
-    {
-      followUp = followUp ?? _TrackingFollowUp()
-      followUp?.deliversRemovals = true
-    }
-    return followUp
   }
 }
 

@@ -192,33 +192,23 @@ extension MemoryStore {
   /// call; its termination unregisters it.
   func _subscribeToRemovals(_ continuation: AsyncStream<Removal<Key, Value>>.Continuation) {
     // Under the write lock: every write ordered after this point is logged and delivered.
-    let id = _writeLock.withLock {
-      let log = _removalLog.pointer
-      log.pointee.nextSubscriberID += 1
-      log.pointee.subscribers[log.pointee.nextSubscriberID] = .init(
+    let id = _writer.withLock { state in
+      state.removals.nextSubscriberID += 1
+      state.removals.subscribers[state.removals.nextSubscriberID] = .init(
         continuation: continuation,
-        start: log.pointee.delivered &+ UInt64(log.pointee.entries.count))
-      _tracker.pointer.pointee.recordsRemovals = true
-      return log.pointee.nextSubscriberID
+        start: state.removals.delivered &+ UInt64(state.removals.entries.count))
+      state.changes.recordsRemovals = true
+      return state.removals.nextSubscriberID
     }
     continuation.onTermination = { [weak self] _ in
       guard let self else { return }
       // Released after unlocking: it may hold the last reference to removals still buffered.
-      let removed = _writeLock.withLock {
-        let log = _removalLog.pointer
-        defer { _tracker.pointer.pointee.recordsRemovals = !log.pointee.subscribers.isEmpty }
-        return log.pointee.subscribers.removeValue(forKey: id)
+      let removed = _writer.withLock { state in
+        defer { state.changes.recordsRemovals = !state.removals.subscribers.isEmpty }
+        return state.removals.subscribers.removeValue(forKey: id)
       }
       withExtendedLifetime(removed) {}
     }
-  }
-
-  /// Logs that `value` left under `key` (write lock held; the store records removals).
-  ///
-  /// - Returns: Whether the caller must call ``_scheduleRemovalDelivery()`` after unlocking.
-  @inlinable
-  func _logRemovalLocked(_ key: Key, _ value: Value, _ cause: RemovalCause) -> Bool {
-    _removalLog.pointer.pointee.append(key, value, cause)
   }
 
   /// Delivers the logged removals on the removals queue.
@@ -230,15 +220,14 @@ extension MemoryStore {
   /// Hands the logged removals to the subscribers, oldest first (on the removals queue, or in
   /// deinit).
   func _deliverRemovals(finishing: Bool = false) {
-    let (entries, first, subscribers) = _writeLock.withLock {
-      let log = _removalLog.pointer
-      log.pointee.isDeliveryScheduled = false
-      let first = log.pointee.delivered
-      log.pointee.delivered &+= UInt64(log.pointee.entries.count)
-      let subscribers = Array(log.pointee.subscribers.values)
-      if finishing { log.pointee.subscribers = [:] }
-      defer { log.pointee.entries = [] }
-      return (log.pointee.entries, first, subscribers)
+    let (entries, first, subscribers) = _writer.withLock { state in
+      state.removals.isDeliveryScheduled = false
+      let first = state.removals.delivered
+      state.removals.delivered &+= UInt64(state.removals.entries.count)
+      let subscribers = Array(state.removals.subscribers.values)
+      if finishing { state.removals.subscribers = [:] }
+      defer { state.removals.entries = [] }
+      return (state.removals.entries, first, subscribers)
     }
     for subscriber in subscribers {
       for (offset, removal) in entries.enumerated()

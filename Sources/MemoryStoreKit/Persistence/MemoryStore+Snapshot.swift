@@ -24,10 +24,10 @@ extension MemoryStore {
     // A snapshot never holds an entry that has expired when it is taken.
     _expireDueEntries()
     // Under the write lock, the published version is the one the write count describes.
-    _writeLock.lock()
-    let writeCount = _tracker.pointer.pointee.writeCount
-    let (version, token) = _table.enterReadSection()
-    _writeLock.unlock()
+    let (writeCount, version, token) = _writer.withLock { state in
+      let (version, token) = _table.enterReadSection()
+      return (state.changes.writeCount, version, token)
+    }
     let contents = _ReadView(table: _table, version: version).dictionary
     _table.leaveReadSection(token)
     // Free what the writes made meanwhile replaced, now that this reader has left.
@@ -37,23 +37,19 @@ extension MemoryStore {
 
   /// The number of writes that changed the store so far.
   var _writeCount: UInt64 {
-    _writeLock.withLock { _tracker.pointer.pointee.writeCount }
+    _writer.withLock { $0.changes.writeCount }
   }
 
   /// Sets every entry of `entries`, as one atomic write logged with `reason`; returns how many
   /// of them the store holds once the write's evictions are done.
   func _merge(_ entries: [Key: Value], reason: ChangeReason) -> Int {
     let costs = _weighAll(entries)
-    let now = _lockForWrite(timeToLive: nil)
-    let outcome = _policyWriteLocked(
-      now: now, operation: .merge(entries, costs: costs), reason: reason)
-    // Limits may have evicted some: only a store with a policy has any.
-    let kept =
-      _policyActive.load(ordering: .relaxed)
-      ? entries.keys.reduce(0) { $0 + (_table.stagedNode(forKey: $1) != nil ? 1 : 0) }
-      : entries.count
-    _writeLock.unlock()
-    _finishPolicyWrite(outcome, now: now)
-    return kept
+    return _transact(reason) { write in
+      write.setAll(entries, costs: costs, in: self)
+      // Limits may evict some: only a store with a policy has any.
+      guard write.carriesMetadata else { return entries.count }
+      write.end(.toLimits, in: self)
+      return entries.keys.reduce(0) { $0 + (_table.stagedNode(forKey: $1) != nil ? 1 : 0) }
+    }
   }
 }

@@ -1,0 +1,53 @@
+/// A read-only view of the store at one version: what one reader sees, or, under the write
+/// lock, the newest state.
+@usableFromInline
+struct _ReadView<Key: Hashable, Value> {
+  @usableFromInline let table: _ConcurrentTable<Key, Value>
+  @usableFromInline let version: UInt64
+  /// Whether the view is read under the write lock (its count is then the writer's).
+  @usableFromInline let isLocked: Bool
+
+  @inlinable
+  init(table: _ConcurrentTable<Key, Value>, version: UInt64, isLocked: Bool = false) {
+    self.table = table
+    self.version = version
+    self.isLocked = isLocked
+  }
+
+  @inlinable @inline(__always)
+  func value(forKey key: Key) -> Value? {
+    table._value(forKey: key, hash: key.hashValue, at: version)
+  }
+
+  /// The node holding `key`'s value in this view, or `nil`; valid while the view is.
+  @inlinable @inline(__always)
+  func node(forKey key: Key) -> _Node<Key, Value>? {
+    table._lookup(key, hash: key.hashValue, at: version)
+  }
+
+  /// The number of entries. O(1) under the write lock; a reader's view counts at its version,
+  /// which is O(1) unless writes were published since it started, then O(*n*).
+  @inlinable
+  var count: Int {
+    if isLocked { return table.stagedCount }
+    return table._count(at: version) ?? dictionary.count
+  }
+
+  /// `transform` of every entry, in no particular order. O(*n*).
+  @inlinable
+  func map<T>(_ transform: (Key, Value) -> T) -> [T] {
+    var result: [T] = []
+    result.reserveCapacity(table._writerCountHint)
+    table._forEach(at: version) { key, value in result.append(transform(key, value)) }
+    return result
+  }
+
+  /// Every entry. O(*n*).
+  @inlinable
+  var dictionary: [Key: Value] {
+    var result: [Key: Value] = [:]
+    result.reserveCapacity(table._writerCountHint)
+    table._forEach(at: version) { key, value in result[key] = value }
+    return result
+  }
+}

@@ -1,0 +1,93 @@
+/// The writes of several entries, shared by more than one entry point.
+extension _Transaction {
+  /// Stages every entry of `entries`, each with its cost in `costs` (0 if absent or `nil`)
+  /// and the default time to live.
+  @inlinable
+  mutating func setAll(
+    _ entries: [Key: Value], costs: [Key: Int]?, in store: MemoryStore<Key, Value>
+  ) {
+    var entryMetadata = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
+    for (key, value) in entries {
+      if let costs { entryMetadata?.cost = costs[key] ?? 0 }
+      _ = set(key, value, entryMetadata, in: store)
+    }
+  }
+
+  /// Stages `entries`, read outside the lock, all or none: only if every key still holds the
+  /// entry it was read with (`expected`, its version; `nil`: absent). A value `nil` removes the
+  /// key; a live entry keeps its deadline and, unless `cost` is given, its cost.
+  ///
+  /// - Returns: Whether they were staged.
+  @inlinable
+  mutating func replace(
+    _ entries: [(key: Key, value: Value?, expected: UInt64?, cost: Int?)],
+    in store: MemoryStore<Key, Value>
+  ) -> Bool {
+    for entry in entries where liveNode(entry.key, in: store)?.version != entry.expected {
+      return false
+    }
+    let fresh = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
+    for (key, value, expected, cost) in entries {
+      guard let value else {
+        remove(key, reason: reason, in: store)
+        continue
+      }
+      var kept = fresh
+      if expected != nil, carriesMetadata, let node = store._table.stagedNode(forKey: key) {
+        kept?.expiresAt = node.expiresAt
+        kept?.cost = node.cost
+      }
+      if let cost { kept?.cost = cost }
+      let applied = set(key, value, kept, in: store)
+      if entries.count == 1 { protected = applied.position }
+    }
+    return true
+  }
+
+  /// Removes each key whose entry is still the one at `version`, judged outside the lock (by
+  /// a purge's decider, or `removeAll(where:)`), with the write's reason; one that has
+  /// expired since goes as expired.
+  ///
+  /// - Returns: The entries removed.
+  @inlinable
+  mutating func removeUnchanged(
+    _ entries: [(key: Key, version: UInt64)], in store: MemoryStore<Key, Value>
+  ) -> [Key: Value] {
+    var removed: [Key: Value] = [:]
+    for (key, version) in entries {
+      guard let node = store._table.stagedNode(forKey: key), node.version == version,
+        let value = remove(key, hash: node.storedHash, reason: reason, in: store)
+      else { continue }
+      removed[key] = value
+      if let evictionReason = reason.evictionReason { policy.evictions[evictionReason] += 1 }
+    }
+    return removed
+  }
+}
+
+/// What a write made of reads taken outside the lock at one version did.
+@usableFromInline
+enum _ConditionalOutcome {
+  /// The write was applied.
+  case applied
+  /// It was not: a write was published since the reads.
+  case written
+  /// It was not: every entry was copied with metadata since the reads.
+  case copied
+}
+
+extension _Transaction {
+  /// ``removeUnchanged(_:in:)``, for entries read at `version`, unless every entry has been
+  /// copied with metadata since, or, with `requiringNoWrite`, any write was published since.
+  @inlinable
+  mutating func removeUnchangedUnlessCopied(
+    _ entries: [(key: Key, version: UInt64)], since version: UInt64, requiringNoWrite: Bool,
+    in store: MemoryStore<Key, Value>
+  ) -> _ConditionalOutcome {
+    let table = store._table
+    if table.metadataCopiesVersion > version { return .copied }
+    if requiringNoWrite && table.publishedVersion != version { return .written }
+    _ = removeUnchanged(entries, in: store)
+    return .applied
+  }
+}

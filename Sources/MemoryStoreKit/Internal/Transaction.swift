@@ -1,0 +1,437 @@
+import Synchronization
+
+/// What a write leaves to do once the write lock is released.
+@usableFromInline
+struct _WriteEffects {
+  /// What the write retired from the table: freed after unlocking (a value's deinit may use the
+  /// store).
+  @usableFromInline var garbage: _TableGarbage?
+  /// Publication, coalescing and removal deliveries to schedule.
+  @usableFromInline var followUp: _TrackingFollowUp?
+  /// Arm the expiry timer for this deadline.
+  @usableFromInline var armSweepAt: Int64?
+
+  @inlinable init() {}
+}
+
+/// How a write's end keeps the store within its limits.
+@usableFromInline
+struct _LimitsPass {
+  /// The fraction of the limits to stay within: below 1 for a trim.
+  @usableFromInline var fraction: Double
+  /// The reason the evictions are reported with, for a trim; `nil`: the limit exceeded.
+  @usableFromInline var reason: EvictionReason?
+  /// The most entries this write evicts.
+  @usableFromInline var maximumEvictions: Int
+
+  /// Evict down to the limits, as every write does.
+  @inlinable static var toLimits: _LimitsPass {
+    _LimitsPass(fraction: 1, reason: nil, maximumEvictions: .max)
+  }
+
+  @inlinable
+  init(fraction: Double, reason: EvictionReason?, maximumEvictions: Int) {
+    self.fraction = fraction
+    self.reason = reason
+    self.maximumEvictions = maximumEvictions
+  }
+}
+
+/// One write, in progress under the write lock: the only way to change the store. Made by
+/// ``MemoryStore/_transact(_:timeToLive:activatingPolicy:collectingExpiredKeys:limits:freesHere:_:)``,
+/// which begins it (removes the entries due to expire), runs the write's body on it, ends it
+/// (evicts to the limits) and commits it (publishes the table's staged version and logs).
+///
+/// Each change is staged on the table, accounted for by the policy and logged for change
+/// batches and removals in the same step, by ``set(_:_:cost:timeToLive:)`` and
+/// ``remove(_:hash:reason:checksExpiry:in:)`` and their kin.
+///
+/// Its methods take the store as an argument rather than keeping a reference to it: the
+/// caller's `self` is guaranteed alive, so using it costs no reference counting, while a
+/// stored unowned reference costs a retain and a release per use (slow ones, once a timer
+/// holds a weak reference to the store).
+@usableFromInline
+struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
+  /// The proof that the write lock is held, and the way to the writers' state.
+  @usableFromInline let access: _WriteAccess<Key, Value>
+  /// The time the write runs at (0 when no entry's time matters; see
+  /// ``MemoryStore/_lockForWrite(timeToLive:now:)``).
+  @usableFromInline let now: Int64
+  /// Why the write's changes happen, as change batches report it.
+  @usableFromInline let reason: ChangeReason
+  /// What is left to do after unlocking.
+  @usableFromInline var effects = _WriteEffects()
+  /// Whether the write staged anything.
+  @usableFromInline var changed = false
+  /// The ring position of the entry that the write set, which its end never evicts unless it
+  /// is the only entry; -1 for none. The entry is named by its position, which it keeps
+  /// until holes are filled, because growth may copy its node.
+  @usableFromInline var protected = -1
+  /// The number of entries removed because they expired.
+  @usableFromInline var expiredCount = 0
+  /// Those entries' keys, if the write collects them (a clear logs the contents without them).
+  @usableFromInline var expiredKeys: [Key]?
+  /// Whether the write emptied the store (its log entry is sealed at once).
+  @usableFromInline var cleared = false
+  /// The length of the change log when the write began.
+  @usableFromInline let logged: Int
+  /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
+  @usableFromInline var carriesMetadata: Bool
+  /// Whether removals are logged for ``MemoryStore/removals(bufferingNewest:)``.
+  @usableFromInline let recordsRemovals: Bool
+  /// Whether the removals logged must have their delivery scheduled.
+  @usableFromInline var deliversRemovals = false
+  /// Whether the write has ended: a body may end it itself, to read what its end did.
+  @usableFromInline var ended = false
+
+  @inlinable @inline(__always)
+  init(
+    store: MemoryStore<Key, Value>, access: consuming _WriteAccess<Key, Value>, now: Int64,
+    reason: ChangeReason, collectsExpiredKeys: Bool
+  ) {
+    self.now = now
+    self.reason = reason
+    if collectsExpiredKeys { expiredKeys = [] }
+    carriesMetadata = store._table.carriesMetadata
+    recordsRemovals = access.changes.recordsRemovals
+    logged = access.changes.log.count
+    self.access = access
+  }
+
+  /// The policy: limits, expiry, the eviction order and settings.
+  @inlinable
+  var policy: _Policy {
+    @inline(__always) unsafeAddress { UnsafePointer(access._state.pointer(to: \.policy)!) }
+    @inline(__always) nonmutating unsafeMutableAddress { access._state.pointer(to: \.policy)! }
+  }
+
+  // MARK: Beginning, ending, committing
+
+  /// Makes every entry carry metadata from now on. O(*n*) the first time: the entries present
+  /// are copied with metadata, in a write that changes no value, published at once.
+  @inlinable @inline(never)
+  mutating func activatePolicy(in store: MemoryStore<Key, Value>) {
+    guard !store._policyActive.load(ordering: .relaxed) else { return }
+    store._table.startCarryingMetadata(
+      _EntryMetadata(
+        writtenAt: store._keepsWriteTimes.load(ordering: .relaxed) ? now : 0, expiresAt: .max,
+        cost: 0))
+    store._policyActive.store(true, ordering: .relaxed)
+    retire(store._table.publish())
+    carriesMetadata = true
+  }
+
+  /// Begins the write: removes the entries that have expired by its time, earliest first, a
+  /// bounded number per write.
+  @inlinable @inline(__always)
+  mutating func begin(in store: MemoryStore<Key, Value>) {
+    guard carriesMetadata, policy.nextExpiry <= now else { return }
+    removeExpired(in: store)
+  }
+
+  /// Removes the entries that have expired by the write's time, a bounded number.
+  @inlinable @inline(never)
+  mutating func removeExpired(in store: MemoryStore<Key, Value>) {
+    while expiredCount < MemoryStore<Key, Value>._expiryChunk,
+      let node = policy.takeExpired(store._table, now: now)
+    {
+      removeEntry(at: node.slot, reason: .expired, in: store)
+    }
+  }
+
+  /// Ends the write: evicts to stay within `limits`, never the ``protected`` entry unless it
+  /// is the only entry. An entry whose cost alone exceeds the cost limit is removed by its
+  /// own write, and evicts nothing else. Only the first call does anything.
+  @inlinable @inline(__always)
+  mutating func end(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
+    guard carriesMetadata && !ended else { return }
+    ended = true
+    evict(to: limits, in: store)
+  }
+
+  /// The work of ``end(_:in:)`` on a store with a policy: kept out of line, so that the write
+  /// of a store without one stays small enough for its staging to be inlined.
+  @inlinable @inline(never)
+  mutating func evict(to limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
+    let table = store._table
+    var evictions = 0
+    if protected >= 0, policy.costLimit > 0,
+      let node = table.ringNode(at: protected), node.cost > policy.costLimit
+    {
+      removeEntry(at: protected, reason: .evictedByCostLimit, in: store)
+      policy.evictions[.costLimit] += 1
+      evictions += 1
+      protected = -1
+    }
+    while evictions < limits.maximumEvictions,
+      let over = policy.isOverLimits(count: table.stagedCount, fraction: limits.fraction),
+      let victim = policy.nextVictim(in: table, protecting: protected, costOnly: over == .costLimit)
+    {
+      let evictionReason = limits.reason ?? over
+      if victim.slot == protected { protected = -1 }  // It was the only entry.
+      removeEntry(at: victim.slot, reason: .evicted(evictionReason), in: store)
+      // Only what the limits evict is remembered: a memory-pressure trim forgets instead. The
+      // victim's node stays readable until the lock is released.
+      if limits.reason == nil {
+        policy.noteEvicted(hash: victim.storedHash.unsafelyUnwrapped, count: table.stagedCount)
+      }
+      policy.evictions[evictionReason] += 1
+      evictions += 1
+    }
+    if expiredCount > 0 { policy.evictions[.expired] += UInt64(expiredCount) }
+    policy.placePendingEntry()
+    policy.fillRingHoles(table)
+  }
+
+  /// Commits the write: publishes what it staged and completes ``effects``, what is left to do
+  /// after unlocking.
+  @inlinable @inline(__always)
+  mutating func commit(in store: MemoryStore<Key, Value>) {
+    let nextExpiry = carriesMetadata ? policy.nextExpiry : .max
+    if nextExpiry != .max && policy.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
+      policy.sweepArmedFor = nextExpiry
+      effects.armSweepAt = nextExpiry
+    }
+    guard changed else {
+      // Nothing to publish; the earliest deadline may have moved back (items that surfaced
+      // early sank), and no entry expires before it.
+      if carriesMetadata && nextExpiry != store._nextExpiry.load(ordering: .relaxed) {
+        store._nextExpiry.store(nextExpiry, ordering: .releasing)
+      }
+      return
+    }
+    effects.followUp = access.changes.commit(
+      logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
+    guard carriesMetadata else {
+      retire(store._table.publish())
+      return
+    }
+    // A read that sees this write must see an earlier expiry it brings; a later one only
+    // once the expired entries are gone from what readers see. Stored only when it changes:
+    // every read loads it.
+    let current = store._nextExpiry.load(ordering: .relaxed)
+    if nextExpiry < current { store._nextExpiry.store(nextExpiry, ordering: .relaxed) }
+    retire(store._table.publish())
+    if nextExpiry > current { store._nextExpiry.store(nextExpiry, ordering: .releasing) }
+  }
+
+  /// Adds what a publication retired to what is freed after unlocking.
+  @inlinable @inline(__always)
+  mutating func retire(_ garbage: consuming _TableGarbage?) {
+    guard let garbage else { return }
+    if effects.garbage == nil {
+      effects.garbage = garbage
+    } else {
+      effects.garbage?.items.append(contentsOf: garbage.items)
+    }
+  }
+
+  // MARK: Changes
+
+  /// The metadata of an entry written now. The write time is kept only for a decider, the
+  /// one reader of it.
+  @inlinable @inline(__always)
+  func metadata(
+    cost: Int, timeToLive: Duration?, in store: MemoryStore<Key, Value>
+  ) -> _EntryMetadata {
+    let lifetime = timeToLive?.nanoseconds ?? policy.defaultLifetime
+    return _EntryMetadata(
+      writtenAt: store._keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
+      expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
+      cost: cost)
+  }
+
+  /// The current node of `key` unless it is absent or expired (then it is removed as such).
+  @inlinable
+  mutating func liveNode(_ key: Key, in store: MemoryStore<Key, Value>) -> _Node<Key, Value>? {
+    guard let node = store._table.stagedNode(forKey: key) else { return nil }
+    guard node.expiresAt > now else {
+      remove(key, reason: .expired, in: store)
+      return nil
+    }
+    return node
+  }
+
+  /// Stages `key` → `value` with `cost` and `timeToLive` (`nil`: the default), and makes it
+  /// the entry this write's end does not evict; returns the live value it replaces.
+  @inlinable @inline(__always)
+  mutating func set(
+    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?,
+    in store: MemoryStore<Key, Value>
+  ) -> Value? {
+    guard carriesMetadata else {
+      // Without metadata, the table's staging is specialised for none: no entry has a cost,
+      // a deadline or a place in the eviction order.
+      return noteSet(key, value, replacingValue: store._table.stageSet(key, value))
+    }
+    return setWithMetadata(key, value, cost: cost, timeToLive: timeToLive, in: store)
+  }
+
+  /// ``set(_:_:cost:timeToLive:in:)`` on a store with a policy (out of line: see
+  /// ``evict(to:in:)``).
+  @inlinable @inline(never)
+  mutating func setWithMetadata(
+    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?,
+    in store: MemoryStore<Key, Value>
+  ) -> Value? {
+    let entryMetadata = metadata(cost: cost, timeToLive: timeToLive, in: store)
+    let applied = set(key, value, entryMetadata, in: store)
+    protected = applied.position
+    return applied.previous
+  }
+
+  /// Stages `key` → `value`; returns the live value it replaces (an expired one is logged as
+  /// removed by expiry first) and the entry's ring position (-1 on a store without a policy).
+  @inlinable @inline(__always)
+  mutating func set(
+    _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, in store: MemoryStore<Key, Value>
+  ) -> (previous: Value?, position: Int) {
+    let (old, node) = store._table.stageSet(key, value, metadata: metadata)
+    if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
+    return (noteSet(key, value, replacing: old), node.hasMetadata ? node.slot : -1)
+  }
+
+  /// Accounts for and logs `key` → `value`, just staged without metadata in place of
+  /// `previous`; returns `previous`.
+  @inlinable @inline(__always)
+  mutating func noteSet(_ key: Key, _ value: Value, replacingValue previous: Value?) -> Value? {
+    changed = true
+    if access.state.logWrite(key, value, previous: previous, reason: reason) {
+      deliversRemovals = true
+    }
+    return previous
+  }
+
+  /// Accounts for and logs `key` → `value`, just staged in place of `old`; returns the live
+  /// value it replaced (an expired one is logged as removed by expiry first).
+  @inlinable @inline(__always)
+  mutating func noteSet(_ key: Key, _ value: Value, replacing old: _Node<Key, Value>?) -> Value? {
+    guard let old, !old.isTombstone else {
+      return noteSet(key, value, replacingValue: nil)
+    }
+    guard old.hasMetadata && old.expiresAt <= now else {
+      return noteSet(key, value, replacingValue: old.value.pointee)
+    }
+    // It replaces an entry that had expired: that entry's removal comes first.
+    changed = true
+    noteExpired(key)
+    if recordsRemovals { logRemoval(key, old.value.pointee, .evicted(.expired)) }
+    logChange(key, value, wasPresent: false, reason)
+    return nil
+  }
+
+  /// Restages `key`'s live entry with the same value, its expiry moved to `lifetime` from now
+  /// (unchanged if `nil`), counted as a use, and protected from this write's evictions;
+  /// logged as no change. Returns the entry's value, or `nil` if the key is absent or expired.
+  @inlinable
+  mutating func renew(
+    _ key: Key, lifetime: Int64?, in store: MemoryStore<Key, Value>
+  ) -> Value? {
+    guard let node = liveNode(key, in: store) else { return nil }
+    var metadata = node.metadata
+    if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
+    let value = node.value.pointee
+    let (old, new) = store._table.stageSet(key, value, metadata: metadata)
+    policy.track(new, replacing: old, count: store._table.stagedCount)
+    changed = true
+    protected = new.slot
+    return value
+  }
+
+  /// Counts and logs the removal of `key` because it expired.
+  @inlinable
+  mutating func noteExpired(_ key: Key) {
+    expiredCount += 1
+    expiredKeys?.append(key)
+    logChange(key, nil, wasPresent: true, .expired)
+  }
+
+  /// Stages the removal of `key`; returns the value removed, unless it had expired (then the
+  /// removal is counted and logged as an expiry). An eviction (`checksExpiry` false) is logged
+  /// with its own reason.
+  @inlinable @inline(__always)
+  @discardableResult
+  mutating func remove(
+    _ key: Key, hash: Int? = nil, reason: ChangeReason, checksExpiry: Bool = true,
+    in store: MemoryStore<Key, Value>
+  ) -> Value? {
+    guard let old = store._table.stageRemoveNode(key, hash: hash) else { return nil }
+    return removed(old, key: key, reason: reason, checksExpiry: checksExpiry)
+  }
+
+  /// Removes the entry at ring position `position` (the store has a policy), which the policy
+  /// chose: its key is neither hashed nor compared.
+  @inlinable @inline(__always)
+  mutating func removeEntry(
+    at position: Int, reason: ChangeReason, in store: MemoryStore<Key, Value>
+  ) {
+    let old = store._table.stageRemoveEntry(at: position)
+    _ = removed(old, key: old.key.pointee, reason: reason, checksExpiry: false)
+  }
+
+  /// Accounts for `old`, just removed, and logs it as `key` (the caller's key, as every
+  /// write logs it); returns its value unless it had expired.
+  @inlinable @inline(__always)
+  mutating func removed(
+    _ old: _Node<Key, Value>, key: @autoclosure () -> Key, reason: ChangeReason,
+    checksExpiry: Bool
+  ) -> Value? {
+    if carriesMetadata { policy.untrack(old) }
+    changed = true
+    if reason == .expired || (checksExpiry && old.expiresAt <= now) {
+      noteExpired(key())
+      if recordsRemovals { logRemoval(key(), old.value.pointee, .evicted(.expired)) }
+      return nil
+    }
+    // Checked here so that a store reporting nothing does not copy the key out of the node.
+    if access.changes.isReporting,
+      access.state.logWrite(key(), nil, previous: old.value.pointee, reason: reason)
+    {
+      deliversRemovals = true
+    }
+    return old.value.pointee
+  }
+
+  /// Stages the removal of every entry.
+  @inlinable
+  mutating func removeAll(in store: MemoryStore<Key, Value>) {
+    let table = store._table
+    let count = table.stagedCount
+    guard count > 0 else { return }
+    if let evictionReason = reason.evictionReason {
+      policy.evictions[evictionReason] += UInt64(count)
+    }
+    if access.changes.isTracking {
+      // What readers see now, less the expired entries this write removed first.
+      access.changes.log.append(
+        .clear(_ClearedContents(table: table, excluding: expiredKeys ?? []), reason))
+      cleared = true
+    }
+    if recordsRemovals {
+      // What readers see now, less the expired entries this write removed first.
+      let expired = Set(expiredKeys ?? [])
+      let cause = RemovalCause.removal(reason)
+      table._forEach(at: table.publishedVersion) { key, value in
+        if !expired.contains(key) { logRemoval(key, value, cause) }
+      }
+    }
+    table.stageRemoveAll()
+    policy.removeAll()
+    changed = true
+  }
+
+  // MARK: Logging
+
+  /// Logs a change for change batches, if they are on.
+  @inlinable @inline(__always)
+  func logChange(_ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason) {
+    guard access.changes.isTracking else { return }
+    access.changes.appendKey(key, value, wasPresent: wasPresent, reason)
+  }
+
+  /// Logs a removal for ``MemoryStore/removals(bufferingNewest:)``.
+  @inlinable @inline(never)
+  mutating func logRemoval(_ key: Key, _ value: Value, _ cause: RemovalCause) {
+    if access.removals.append(key, value, cause) { deliversRemovals = true }
+  }
+}
