@@ -48,10 +48,10 @@ extension MemoryStore {
     orLoad load: @escaping @Sendable () async throws -> Value
   ) async throws -> Value {
     if let value = self[key] { return value }
-    let (flight, isNew) = _loads.withLock { loads -> (_Load<Value>, Bool) in
-      if let running = loads[key] { return (running, false) }
+    let (flight, isNew) = _inFlight.withLock { inFlight -> (_Load<Value>, Bool) in
+      if let running = inFlight.loads[key] { return (running, false) }
       let flight = _Load<Value>()
-      loads[key] = flight
+      inFlight.loads[key] = flight
       return (flight, true)
     }
     if isNew {
@@ -72,8 +72,8 @@ extension MemoryStore {
             result = .failure(error)
           }
         }
-        _loads.withLock { loads in
-          if loads[key] === flight { loads.removeValue(forKey: key) }
+        _inFlight.withLock { inFlight in
+          if inFlight.loads[key] === flight { inFlight.loads.removeValue(forKey: key) }
         }
         flight.finish(result)
       }

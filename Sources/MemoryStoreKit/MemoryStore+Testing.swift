@@ -55,7 +55,7 @@ extension MemoryStore {
   /// returns a description of the first difference. Not part of the supported API.
   public func _policyMismatch() -> String? {
     _writer.withLock { state in
-      guard _policyActive.load(ordering: .relaxed) else { return nil }
+      guard _signals.policyActive.load(ordering: .relaxed) else { return nil }
       let policy = state.policy
       let count = _table.stagedCount
       var inRing = 0
@@ -133,7 +133,7 @@ extension MemoryStore {
     #if DEBUG
       _writer.withLock { state in
         _table._checkInvariants()
-        guard _policyActive.load(ordering: .relaxed) else { return }
+        guard _signals.policyActive.load(ordering: .relaxed) else { return }
         let policy = state.policy
         let count = _table.stagedCount
         precondition(

@@ -90,46 +90,17 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   @usableFromInline let _table: _ConcurrentTable<Key, Value>
   /// The write lock and what it guards: the policy, the change log and the removal log.
   @usableFromInline let _writer: _Writer<Key, Value>
-  /// Values being created by `valueOrInsert(forKey:_:)`, by key.
-  let _creations: _Protected<[Key: _Creation<Value>]>
-  /// Values being loaded by `value(forKey:orLoad:)`, by key.
-  let _loads: _Protected<[Key: _Load<Value>]>
-  /// The same changes, coalesced per key; lock order: `_accumulator`, then the write lock.
-  @usableFromInline let _accumulator: _Protected<_ChangeAccumulator<Key, Value>>
-  /// Subscribers and publication state.
-  let _hub: _ChangeHub<Key, Value>
-  /// The source of time for everything that happens on an interval.
-  @usableFromInline let _scheduler: any StoreScheduler
-  /// The scheduler's time at creation: policy times are nanoseconds since then.
-  @usableFromInline let _origin: ContinuousClock.Instant
-  /// With the system scheduler, the system clock's reading at `_origin`, in nanoseconds, so
-  /// that the store reads that clock directly (see `_SystemClock`); otherwise 0.
-  @usableFromInline let _systemOrigin: Int64
-  /// With the system scheduler where the clock has a coarse variant, what makes the coarse
-  /// reading an upper bound of the store's time when added to it (the coarse clock's margin
-  /// less `_systemOrigin`; see `_SystemClock.coarseMargin`); otherwise 0.
-  @usableFromInline let _coarseOffset: Int64
-  /// Whether writes go through the eviction policy. Set once, under the write lock, never
-  /// cleared; writers read it before locking to read the clock outside the lock, and again
-  /// under the lock.
-  @usableFromInline let _policyActive: Atomic<Bool>
-  /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
-  /// expires. Written under the write lock before the write that needs it is published.
-  @usableFromInline let _nextExpiry: Atomic<Int64>
-  /// Whether writes read the clock for entries' times: set, never cleared, once the store has
-  /// a decider (which reads write times) or a default time to live.
-  @usableFromInline let _timesEntries: Atomic<Bool>
-  /// The current second since creation, plus one, for reads to record; 0 while no decider
-  /// needs read times.
-  @usableFromInline let _readTick: Atomic<UInt32>
+  /// Values being created by get-or-create and loaded by get-or-load, by key.
+  let _inFlight: _Protected<_InFlight<Key, Value>>
+  /// Change batches: the coalesced changes, the subscribers and the publication state.
+  @usableFromInline let _hub: _ChangeHub<Key, Value>
+  /// The store's time: its scheduler, and the system clock's offsets.
+  @usableFromInline let _clock: _StoreClock
+  /// What writes and reads check before any lock: which work a write has, the earliest
+  /// expiry.
+  @usableFromInline let _signals: _WriteSignals
   /// The user's functions that the store calls: the eviction decider and the cost function.
   let _functions: _Protected<_UserFunctions>
-  /// Whether the store has a cost function: read by writers before they lock, to weigh their
-  /// values outside every lock.
-  @usableFromInline let _weighs: Atomic<Bool>
-  /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
-  /// the write lock, when the first decider is set.
-  @usableFromInline let _keepsWriteTimes: Atomic<Bool>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
 
@@ -145,27 +116,14 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   ///     default uses real time; tests pass a ``ManualScheduler``.
   public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
     self.name = name
-    _scheduler = scheduler
-    _origin = scheduler.now
-    _systemOrigin =
-      type(of: scheduler) == DispatchScheduler.self && _SystemClock.isAvailable
-      ? _SystemClock.nanoseconds - (ContinuousClock.now - _origin).nanoseconds : 0
-    let coarseMargin = _systemOrigin != 0 ? _SystemClock.coarseMargin : 0
-    _coarseOffset = coarseMargin != 0 ? (coarseMargin &- _systemOrigin) | 1 : 0
-    _policyActive = Atomic(false)
-    _nextExpiry = Atomic(.max)
-    _readTick = Atomic(0)
-    _timesEntries = Atomic(false)
+    _clock = _StoreClock(scheduler: scheduler)
+    _signals = _WriteSignals()
     _functions = _Protected(_UserFunctions())
-    _weighs = Atomic(false)
-    _keepsWriteTimes = Atomic(false)
     _purgeGate = _PurgeGate()
-    _accumulator = _Protected(_ChangeAccumulator())
     _hub = _ChangeHub()
     _table = _ConcurrentTable()
     _writer = _Writer()
-    _creations = _Protected([:])
-    _loads = _Protected([:])
+    _inFlight = _Protected(_InFlight())
   }
 
   deinit {
@@ -585,12 +543,12 @@ extension MemoryStore {
     while true {
       // Under the creations' lock: a value stored already, or a creation to wait for, or
       // this caller's own, registered.
-      let found = _creations.withLock { creations -> _CreationLookup<Value> in
+      let found = _inFlight.withLock { inFlight -> _CreationLookup<Value> in
         if let value = _withReadAccess({ $0.value(forKey: key) }) { return .stored(value) }
-        if let creation = creations[key] { return .running(creation) }
+        if let creation = inFlight.creations[key] { return .running(creation) }
         let creation = _Creation<Value>()
         creation.lock.lock()
-        creations[key] = creation
+        inFlight.creations[key] = creation
         return .started(creation)
       }
       let creation: _Creation<Value>
@@ -613,7 +571,7 @@ extension MemoryStore {
 
       var stored: Value?
       defer {
-        _creations.withLock { _ = $0.removeValue(forKey: key) }
+        _inFlight.withLock { _ = $0.creations.removeValue(forKey: key) }
         creation.outcome = stored
         creation.lock.unlock()
       }

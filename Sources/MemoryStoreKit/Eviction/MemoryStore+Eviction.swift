@@ -71,12 +71,12 @@ extension MemoryStore {
     set {
       let now = _clockNanos()
       let isFirst =
-        newValue != nil && !_keepsWriteTimes.load(ordering: .relaxed)
+        newValue != nil && !_signals.keepsWriteTimes.load(ordering: .relaxed)
         && _transact { write in
-          guard !_keepsWriteTimes.load(ordering: .relaxed) else { return false }
+          guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
           write.policy.writeTimesSince = now
-          _keepsWriteTimes.store(true, ordering: .relaxed)
-          _timesEntries.store(true, ordering: .relaxed)
+          _signals.keepsWriteTimes.store(true, ordering: .relaxed)
+          _signals.timesEntries.store(true, ordering: .relaxed)
           write.activatePolicy(in: self)
           return true
         }
@@ -88,7 +88,7 @@ extension MemoryStore {
       }
       withExtendedLifetime(replaced) {}
       guard isFirst else { return }
-      _readTick.store(Self._tick(now), ordering: .relaxed)
+      _signals.readTick.store(Self._tick(now), ordering: .relaxed)
       _scheduleTick()
       if evictionInterval == .zero { evictionInterval = .seconds(600) }
     }
@@ -161,7 +161,7 @@ extension MemoryStore {
     defer { _purgeGate.leave() }
     _expireDueEntries()
     let start = _clockNanos()
-    _readTick.store(Self._tick(start), ordering: .relaxed)
+    _signals.readTick.store(Self._tick(start), ordering: .relaxed)
     let (startVersion, writeTimesSince) = _writer.withLock { state in
       state.policy.purgesRunning += 1
       return (_table.publishedVersion, state.policy.writeTimesSince)
@@ -198,7 +198,7 @@ extension MemoryStore {
           trigger: trigger, now: startInstant,
           writtenAt: _instant(max(candidate.metadata.writtenAt, writeTimesSince)),
           lastReadAt: candidate.tick == 0
-            ? nil : _origin + .seconds(Int64(candidate.tick) - 1),
+            ? nil : _clock.origin + .seconds(Int64(candidate.tick) - 1),
           cost: candidate.metadata.cost,
           expiresAt: candidate.metadata.expiresAt == .max
             ? nil : _instant(candidate.metadata.expiresAt))
@@ -217,7 +217,7 @@ extension MemoryStore {
   }
 
   func _scheduleIntervalPurge(after interval: Duration, generation: UInt64) {
-    _scheduler.schedule(after: interval) { [weak self] in
+    _clock.scheduler.schedule(after: interval) { [weak self] in
       self?._intervalPurgeFired(generation: generation)
     }
   }
@@ -233,9 +233,9 @@ extension MemoryStore {
 
   /// Advances the second that reads record, once a second while a decider is set.
   func _scheduleTick() {
-    _scheduler.schedule(after: .seconds(1)) { [weak self] in
+    _clock.scheduler.schedule(after: .seconds(1)) { [weak self] in
       guard let self else { return }
-      self._readTick.store(Self._tick(self._clockNanos()), ordering: .relaxed)
+      self._signals.readTick.store(Self._tick(self._clockNanos()), ordering: .relaxed)
       self._scheduleTick()
     }
   }

@@ -23,7 +23,7 @@ extension MemoryStore {
     get { _writer.withLock { $0.policy.defaultTimeToLive } }
     set {
       _transact(activatingPolicy: true) { write in
-        if newValue != nil { _timesEntries.store(true, ordering: .relaxed) }
+        if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
         write.policy.defaultTimeToLive = newValue
       }
     }
@@ -52,7 +52,7 @@ extension MemoryStore {
   @discardableResult
   public func touch(_ key: Key, timeToLive: Duration? = nil) -> Bool {
     // No entry has metadata, and none is given a time to live: nothing to renew or count.
-    if timeToLive == nil && !_policyActive.load(ordering: .relaxed) { return contains(key) }
+    if timeToLive == nil && !_signals.policyActive.load(ordering: .relaxed) { return contains(key) }
     // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
     return _transact(timeToLive: timeToLive, activatingPolicy: true) { write in
       let lifetime = timeToLive?.nanoseconds ?? write.policy.defaultLifetime
@@ -67,12 +67,15 @@ extension MemoryStore {
   /// The scheduler's time, in nanoseconds since the store was created.
   @inlinable
   func _clockNanos() -> Int64 {
-    if _systemOrigin != 0 { return _SystemClock.nanoseconds - _systemOrigin }
-    return (_scheduler.now - _origin).nanoseconds
+    // The fields, not `_clock.nanoseconds()`: a method call would copy the clock, and retain
+    // its scheduler.
+    let systemOrigin = _clock.systemOrigin
+    if systemOrigin != 0 { return _SystemClock.nanoseconds - systemOrigin }
+    return (_clock.scheduler.now - _clock.origin).nanoseconds
   }
 
   func _instant(_ nanos: Int64) -> ContinuousClock.Instant {
-    _origin + .nanoseconds(nanos)
+    _clock.origin + .nanoseconds(nanos)
   }
 
   /// The second that reads record for `nanos`: 1 for the first second.

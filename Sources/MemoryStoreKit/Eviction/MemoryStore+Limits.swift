@@ -91,7 +91,7 @@ extension MemoryStore {
       let replaced = _functions.withLock { functions in
         defer {
           functions.entryCost = newValue
-          _weighs.store(newValue != nil, ordering: .relaxed)
+          _signals.weighs.store(newValue != nil, ordering: .relaxed)
         }
         return functions.entryCost
       }
@@ -111,7 +111,7 @@ extension MemoryStore {
   /// call it outside every lock.
   @inlinable @inline(__always)
   func _weigh(_ key: Key, _ value: Value) -> Int? {
-    guard _weighs.load(ordering: .relaxed) else { return nil }
+    guard _signals.weighs.load(ordering: .relaxed) else { return nil }
     return _weighSlow(key, value)
   }
 
@@ -125,7 +125,7 @@ extension MemoryStore {
   /// outside every lock.
   @inlinable
   func _weighAll(_ entries: [Key: Value]) -> [Key: Int]? {
-    guard _weighs.load(ordering: .relaxed) else { return nil }
+    guard _signals.weighs.load(ordering: .relaxed) else { return nil }
     return _weighAllSlow(entries)
   }
 

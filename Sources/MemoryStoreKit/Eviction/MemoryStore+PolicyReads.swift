@@ -22,7 +22,7 @@ extension MemoryStore {
   @inlinable @inline(__always)
   func _noteRead(_ node: _Node<Key, Value>) {
     let word = node.recency.pointee.load(ordering: .relaxed)
-    let updated = _Recency.read(word, tick: _readTick.load(ordering: .relaxed))
+    let updated = _Recency.read(word, tick: _signals.readTick.load(ordering: .relaxed))
     if updated != word { node.recency.pointee.store(updated, ordering: .relaxed) }
   }
 
@@ -33,9 +33,9 @@ extension MemoryStore {
   /// rules out most reads before the clock itself is read (about 28 ns).
   @inlinable @inline(__always)
   func _expireDueEntries() {
-    let deadline = _nextExpiry.load(ordering: .relaxed)
+    let deadline = _signals.nextExpiry.load(ordering: .relaxed)
     guard deadline != .max else { return }
-    if _coarseOffset != 0 && _SystemClock.coarse &+ _coarseOffset < deadline { return }
+    if _clock.coarseOffset != 0 && _SystemClock.coarse &+ _clock.coarseOffset < deadline { return }
     _expireBeforeRead()
   }
 
@@ -43,7 +43,7 @@ extension MemoryStore {
   @inlinable @inline(never)
   func _expireBeforeRead() {
     let now = _clockNanos()
-    while _nextExpiry.load(ordering: .acquiring) <= now {
+    while _signals.nextExpiry.load(ordering: .acquiring) <= now {
       _transact { _ in }
       _writer.yieldToWaiters()
     }

@@ -35,3 +35,12 @@ enum _CreationLookup<Value> {
   /// This caller creates it: registered, its lock held.
   case started(_Creation<Value>)
 }
+
+/// The values being created by get-or-create and loaded by get-or-load, by key: one lock for
+/// both, which no other store lock is ever taken under.
+struct _InFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  /// Creations of `valueOrInsert(forKey:_:)`.
+  var creations: [Key: _Creation<Value>] = [:]
+  /// Loads of `value(forKey:orLoad:)`.
+  var loads: [Key: _Load<Value>] = [:]
+}

@@ -99,7 +99,7 @@ extension MemoryStore {
   /// Arms the expiry timer for `deadline`.
   @usableFromInline
   func _armExpiryTimer(for deadline: Int64, now: Int64) {
-    _scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in
+    _clock.scheduler.schedule(after: .nanoseconds(max(deadline - now, 0))) { [weak self] in
       self?._expiryTimerFired(deadline)
     }
   }
@@ -127,12 +127,15 @@ extension MemoryStore {
   /// ``_finishRarely(_:now:)``).
   @usableFromInline @inline(never)
   func _lockForTimedWrite(timeToLive: Duration?, now: inout Int64) -> _WriteAccess<Key, Value> {
-    if timeToLive == nil && _keepsWriteTimes.load(ordering: .relaxed) && _coarseOffset != 0
-      && _nextExpiry.load(ordering: .relaxed) == .max
+    if timeToLive == nil && _signals.keepsWriteTimes.load(ordering: .relaxed)
+      && _clock.coarseOffset != 0
+      && _signals.nextExpiry.load(ordering: .relaxed) == .max
     {
-      let coarse = _SystemClock.coarse &- _systemOrigin
+      let coarse = _SystemClock.coarse &- _clock.systemOrigin
       let access = _writer.lock()
-      if _nextExpiry.load(ordering: .relaxed) == .max && access.policy.defaultLifetime == nil {
+      if _signals.nextExpiry.load(ordering: .relaxed) == .max
+        && access.policy.defaultLifetime == nil
+      {
         now = coarse
         return access
       }
@@ -146,7 +149,8 @@ extension MemoryStore {
   /// to live), or an entry expires.
   @inlinable @inline(__always)
   var _needsClock: Bool {
-    _timesEntries.load(ordering: .relaxed) || _nextExpiry.load(ordering: .relaxed) != .max
+    _signals.timesEntries.load(ordering: .relaxed)
+      || _signals.nextExpiry.load(ordering: .relaxed) != .max
   }
 }
 
@@ -163,7 +167,7 @@ extension MemoryStore {
     activatingPolicy: Bool = false
   ) -> Value? {
     if cost == nil && timeToLive == nil && !activatingPolicy
-      && !_policyActive.load(ordering: .relaxed)
+      && !_signals.policyActive.load(ordering: .relaxed)
     {
       let plain = _performPlainKeyed(key, newValue)
       if plain.isDone { return plain.previous }
@@ -171,7 +175,7 @@ extension MemoryStore {
     guard let newValue else { return _removeKeyed(key) }
     // Weighed only with a cost function: one relaxed load otherwise.
     var entryCost = cost ?? 0
-    if cost == nil && _weighs.load(ordering: .relaxed) {
+    if cost == nil && _signals.weighs.load(ordering: .relaxed) {
       entryCost = _weighSlow(key, newValue) ?? 0
     }
     return _setKeyed(
@@ -190,7 +194,7 @@ extension MemoryStore {
   @inlinable @inline(__always)
   func _performPlainKeyed(_ key: Key, _ newValue: Value?) -> (isDone: Bool, previous: Value?) {
     let access = _writer.lock()
-    guard !_policyActive.load(ordering: .relaxed) else {
+    guard !_signals.policyActive.load(ordering: .relaxed) else {
       _writer.unlock(access)
       return (false, nil)
     }
@@ -253,7 +257,7 @@ extension MemoryStore {
         if isFirst && write.policy.sweepArmedFor == deadline { write.policy.sweepArmedFor = nil }
       }
       isFirst = false
-    } while _nextExpiry.load(ordering: .acquiring) <= now
+    } while _signals.nextExpiry.load(ordering: .acquiring) <= now
   }
 
   /// Sets a limit and evicts down to it.
@@ -276,7 +280,7 @@ extension MemoryStore {
   /// Evicts, one chunk per critical section, until the store is within `fraction` of its
   /// limits.
   func _enforceLimits(fraction: Double, reason: EvictionReason?) {
-    guard _policyActive.load(ordering: .relaxed) else { return }
+    guard _signals.policyActive.load(ordering: .relaxed) else { return }
     let pass = Self._trimPass(fraction: fraction, reason: reason)
     while true {
       _writer.yieldToWaiters()

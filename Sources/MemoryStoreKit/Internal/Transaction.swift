@@ -111,12 +111,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// are copied with metadata, in a write that changes no value, published at once.
   @inlinable @inline(never)
   mutating func activatePolicy(in store: MemoryStore<Key, Value>) {
-    guard !store._policyActive.load(ordering: .relaxed) else { return }
+    guard !store._signals.policyActive.load(ordering: .relaxed) else { return }
     store._table.startCarryingMetadata(
       _EntryMetadata(
-        writtenAt: store._keepsWriteTimes.load(ordering: .relaxed) ? now : 0, expiresAt: .max,
+        writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
+        expiresAt: .max,
         cost: 0))
-    store._policyActive.store(true, ordering: .relaxed)
+    store._signals.policyActive.store(true, ordering: .relaxed)
     retire(store._table.publish())
     carriesMetadata = true
   }
@@ -195,8 +196,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     guard changed else {
       // Nothing to publish; the earliest deadline may have moved back (items that surfaced
       // early sank), and no entry expires before it.
-      if carriesMetadata && nextExpiry != store._nextExpiry.load(ordering: .relaxed) {
-        store._nextExpiry.store(nextExpiry, ordering: .releasing)
+      if carriesMetadata && nextExpiry != store._signals.nextExpiry.load(ordering: .relaxed) {
+        store._signals.nextExpiry.store(nextExpiry, ordering: .releasing)
       }
       return
     }
@@ -209,10 +210,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:
     // every read loads it.
-    let current = store._nextExpiry.load(ordering: .relaxed)
-    if nextExpiry < current { store._nextExpiry.store(nextExpiry, ordering: .relaxed) }
+    let current = store._signals.nextExpiry.load(ordering: .relaxed)
+    if nextExpiry < current { store._signals.nextExpiry.store(nextExpiry, ordering: .relaxed) }
     retire(store._table.publish())
-    if nextExpiry > current { store._nextExpiry.store(nextExpiry, ordering: .releasing) }
+    if nextExpiry > current { store._signals.nextExpiry.store(nextExpiry, ordering: .releasing) }
   }
 
   /// Adds what a publication retired to what is freed after unlocking.
@@ -236,7 +237,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   ) -> _EntryMetadata {
     let lifetime = timeToLive?.nanoseconds ?? policy.defaultLifetime
     return _EntryMetadata(
-      writtenAt: store._keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
+      writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
       cost: cost)
   }

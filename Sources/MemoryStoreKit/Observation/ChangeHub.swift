@@ -1,11 +1,13 @@
 import Dispatch
 
-/// A store's subscribers and its publication state.
+/// A store's change batches on their way out: the changes coalesced for the next batch, the
+/// subscribers and the publication state.
 ///
-/// Lock order: `publication`, then the store's write lock or `sinks`, then a sink's own lock.
+/// Lock order: `accumulator`, then the write lock; `publication`, then the store's write lock or `sinks`, then a sink's own lock.
 /// No user code runs under any of them: handlers run on their own queues, and what a
 /// publication releases (values dropped from merged or recorded changes) is handed back to the
 /// publisher to release after `publication` is unlocked.
+@usableFromInline
 final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   enum Sink: Sendable {
     case stream(_StreamSink<Key, Value>)
@@ -24,6 +26,9 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   /// The sequence number of the last published batch; held for the whole of a publication,
   /// so that batches reach every sink in sequence order.
+  /// The changes logged since the previous batch, coalesced per key; lock order:
+  /// `accumulator`, then the write lock.
+  @usableFromInline let accumulator = _Protected(_ChangeAccumulator<Key, Value>())
   let publication = _Protected<UInt64>(0)
   let sinks = _Protected(Sinks())
   /// The notification center `MemoryStore.notificationCenter` posts to, and its subscription.

@@ -145,7 +145,7 @@ extension MemoryStore {
   func _coalesceLogged(
     publishing: Bool, disarm: Bool = false, enteringReadSection: Bool = false
   ) -> _Coalesced {
-    _accumulator.withLock { accumulator in
+    _hub.accumulator.withLock { accumulator in
       let (segments, section) = _writer.withLock { state in
         if disarm { state.changes.isArmed = false }
         if !publishing { state.changes.isCoalescing = false }
@@ -185,7 +185,7 @@ extension MemoryStore {
   /// Schedules the publication of the changes logged so far, `delay` from now.
   @usableFromInline
   func _schedulePublication(after delay: Duration) {
-    _scheduler.schedule(after: delay) { [weak self] in
+    _clock.scheduler.schedule(after: delay) { [weak self] in
       self?._publishChanges(disarm: true)
     }
   }

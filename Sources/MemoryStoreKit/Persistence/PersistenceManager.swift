@@ -389,7 +389,7 @@ public final class PersistenceManager<
   // MARK: Auto-save
 
   func _scheduleAutoSave(generation: UInt64, after delay: Duration) {
-    store._scheduler.schedule(after: delay) { [weak self] in
+    store._clock.scheduler.schedule(after: delay) { [weak self] in
       self?._autoSave(generation: generation)
     }
   }

@@ -1,0 +1,27 @@
+/// A store's time: its scheduler, and what reads the system clock directly when the scheduler
+/// is the system's. Policy times are nanoseconds since the store was created.
+@usableFromInline
+struct _StoreClock: Sendable {
+  /// The source of time for everything that happens on an interval.
+  @usableFromInline let scheduler: any StoreScheduler
+  /// The scheduler's time at creation.
+  @usableFromInline let origin: ContinuousClock.Instant
+  /// With the system scheduler, the system clock's reading at `origin`, in nanoseconds, so
+  /// that the store reads that clock directly (see `_SystemClock`); otherwise 0.
+  @usableFromInline let systemOrigin: Int64
+  /// With the system scheduler where the clock has a coarse variant, what makes the coarse
+  /// reading an upper bound of the store's time when added to it (the coarse clock's margin
+  /// less `systemOrigin`; see `_SystemClock.coarseMargin`); otherwise 0.
+  @usableFromInline let coarseOffset: Int64
+
+  @usableFromInline
+  init(scheduler: some StoreScheduler) {
+    self.scheduler = scheduler
+    origin = scheduler.now
+    systemOrigin =
+      type(of: scheduler) == DispatchScheduler.self && _SystemClock.isAvailable
+      ? _SystemClock.nanoseconds - (ContinuousClock.now - origin).nanoseconds : 0
+    let coarseMargin = systemOrigin != 0 ? _SystemClock.coarseMargin : 0
+    coarseOffset = coarseMargin != 0 ? (coarseMargin &- systemOrigin) | 1 : 0
+  }
+}

@@ -1,0 +1,30 @@
+import Synchronization
+
+/// What writers and readers check before taking any lock, each one relaxed atomic load: the
+/// flags a write reads to know which work it has (whether it needs the clock, the policy,
+/// the cost function), and the earliest expiry, which every read compares with the clock.
+/// Written under the write lock.
+@usableFromInline
+struct _WriteSignals: ~Copyable, Sendable {
+  /// Whether writes go through the eviction policy (entries carry metadata). Set once, never
+  /// cleared; writers read it before locking to read the clock outside the lock, and again
+  /// under the lock.
+  @usableFromInline let policyActive = Atomic(false)
+  /// The earliest expiry of any entry, in policy nanoseconds; `Int64.max` when no entry
+  /// expires. Written under the write lock before the write that needs it is published.
+  @usableFromInline let nextExpiry = Atomic<Int64>(.max)
+  /// Whether writes read the clock for entries' times: set, never cleared, once the store has
+  /// a decider (which reads write times) or a default time to live.
+  @usableFromInline let timesEntries = Atomic(false)
+  /// The current second since creation, plus one, for reads to record; 0 while no decider
+  /// needs read times.
+  @usableFromInline let readTick = Atomic<UInt32>(0)
+  /// Whether the store has a cost function: read by writers before they lock, to weigh their
+  /// values outside every lock.
+  @usableFromInline let weighs = Atomic(false)
+  /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
+  /// the write lock, when the first decider is set.
+  @usableFromInline let keepsWriteTimes = Atomic(false)
+
+  @usableFromInline init() {}
+}
