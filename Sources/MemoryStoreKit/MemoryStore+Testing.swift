@@ -56,63 +56,9 @@ extension MemoryStore {
   public func _policyMismatch() -> String? {
     _writer.withLock { state in
       guard _signals.policyActive.load(ordering: .relaxed) else { return nil }
-      let policy = state.policy
-      let count = _table.stagedCount
-      var inRing = 0
-      var cost = 0
-      var expiring = 0
-      for position in 0..<_table.ringCount {
-        guard let node = _table.ringNode(at: position) else { continue }
-        // That the ring holds each entry's current node once, at its own position, is the
-        // table's invariant (`_ConcurrentTable._checkInvariants()`).
-        inRing += 1
-        cost += node.cost
-        if node.expiresAt != .max {
-          expiring += 1
-          let index = Int(policy.heapIndex[position])
-          if index < 0 || index >= policy.expiries.count
-            || policy.expiries[index].slot != position
-            || policy.expiries[index].deadline > node.expiresAt
-          {
-            return "the expiry heap has no item for \(node.key.pointee)"
-          }
-        }
-      }
-      if inRing != count { return "the store has \(count) entries, the ring \(inRing)" }
-      if cost != policy.totalCost {
-        return "total cost \(policy.totalCost), entries sum to \(cost)"
-      }
-      if expiring != policy.expiries.count {
-        return "\(expiring) entries expire, the heap has \(policy.expiries.count) items"
-      }
-      for index in policy.expiries.indices.dropFirst()
-      where policy.expiries[index].deadline < policy.expiries[(index - 1) / 2].deadline {
-        return "the expiry heap is out of order at \(index)"
-      }
-      // The eviction order: every entry once, oldest to newest, each link matched.
-      if policy.pendingAtHand >= 0 { return "an entry waits to be placed at the hand" }
-      if !policy.isOrdered {
-        return policy.oldest < 0 && policy.newest < 0 ? nil : "an order kept without a limit"
-      }
-      var ordered = 0
-      var position = policy.oldest
-      var previous = -1
-      var handSeen = policy.hand < 0
-      while position >= 0 {
-        guard ordered < inRing, _table.ringNode(at: position) != nil,
-          Int(policy.links.older(position)) == previous
-        else { return "the eviction order is broken at ring position \(position)" }
-        if position == policy.hand { handSeen = true }
-        ordered += 1
-        previous = position
-        position = Int(policy.links.newer(position))
-      }
-      if previous != policy.newest { return "the eviction order does not end at its newest" }
-      if ordered != inRing {
-        return "the eviction order has \(ordered) entries, the ring \(inRing)"
-      }
-      if !handSeen { return "the hand is not on an entry" }
-      return nil
+      // That the ring holds each entry's current node once, at its own position, is the
+      // table's invariant (`_ConcurrentTable._checkInvariants()`).
+      return state.policy._checkInvariants(_table)
     }
   }
 }
@@ -133,16 +79,19 @@ extension MemoryStore {
     #if DEBUG
       _writer.withLock { state in
         _table._checkInvariants()
+        if let broken = state.changes._checkInvariants() ?? state.removals._checkInvariants() {
+          preconditionFailure("Internal inconsistency: \(broken)")
+        }
         guard _signals.policyActive.load(ordering: .relaxed) else { return }
         let policy = state.policy
         let count = _table.stagedCount
         precondition(
-          policy.countLimit == 0 || count <= policy.countLimit,
-          "Internal inconsistency: \(count) entries over the limit of \(policy.countLimit)"
+          policy.limits.countLimit == 0 || count <= policy.limits.countLimit,
+          "Internal inconsistency: \(count) entries over the limit of \(policy.limits.countLimit)"
         )
         precondition(
-          policy.costLimit == 0 || policy.totalCost <= policy.costLimit,
-          "Internal inconsistency: a total cost of \(policy.totalCost) over the limit of \(policy.costLimit)"
+          policy.limits.costLimit == 0 || policy.limits.totalCost <= policy.limits.costLimit,
+          "Internal inconsistency: a total cost of \(policy.limits.totalCost) over the limit of \(policy.limits.costLimit)"
         )
       }
       if let mismatch = _policyMismatch() {
@@ -159,7 +108,7 @@ extension MemoryStore {
   /// the supported API.
   public var _rememberedEvictions: (count: Int, capacity: Int) {
     _writer.withLock { state in
-      let ghosts = state.policy.ghosts
+      let ghosts = state.policy.order.ghosts
       return (Swift.min(ghosts.inserted, ghosts.capacity), ghosts.capacity)
     }
   }

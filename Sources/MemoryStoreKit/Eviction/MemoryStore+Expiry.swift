@@ -20,11 +20,11 @@ extension MemoryStore {
   /// While no entry has a time to live, reads pay one relaxed atomic load for this; while one
   /// does, they also read the scheduler's clock. Thread-safe.
   public var defaultTimeToLive: Duration? {
-    get { _writer.withLock { $0.policy.defaultTimeToLive } }
+    get { _writer.withLock { $0.policy.expiry.defaultTimeToLive } }
     set {
       _transact(activatingPolicy: true) { write in
         if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
-        write.policy.defaultTimeToLive = newValue
+        write.policy.expiry.defaultTimeToLive = newValue
       }
     }
   }
@@ -55,7 +55,7 @@ extension MemoryStore {
     if timeToLive == nil && !_signals.policyActive.load(ordering: .relaxed) { return contains(key) }
     // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
     return _transact(timeToLive: timeToLive, activatingPolicy: true) { write in
-      let lifetime = timeToLive?.nanoseconds ?? write.policy.defaultLifetime
+      let lifetime = timeToLive?.nanoseconds ?? write.policy.expiry.defaultLifetime
       return write.renew(key, lifetime: lifetime, in: self) != nil
     }
   }

@@ -25,8 +25,8 @@ extension MemoryStore {
   /// last (about 43 bytes per entry of the limit). Setting the first limit on a large store is
   /// O(*n*). Thread-safe.
   public var countLimit: Int? {
-    get { _writer.withLock { $0.policy.countLimit }.nonZero }
-    set { _setLimit(\.countLimit, to: newValue) }
+    get { _writer.withLock { $0.policy.limits.countLimit }.nonZero }
+    set { _setLimit(\.limits.countLimit, to: newValue) }
   }
 
   /// The most total cost the entries may have; `nil` (the default) or 0 for no limit.
@@ -49,8 +49,8 @@ extension MemoryStore {
   /// the count limit removes them); finding a costed entry to evict is O(*n*) at worst, when
   /// few entries have a cost. Thread-safe.
   public var costLimit: Int? {
-    get { _writer.withLock { $0.policy.costLimit }.nonZero }
-    set { _setLimit(\.costLimit, to: newValue) }
+    get { _writer.withLock { $0.policy.limits.costLimit }.nonZero }
+    set { _setLimit(\.limits.costLimit, to: newValue) }
   }
 
   /// Computes the cost of an entry from its key and value, such as its size in bytes.

@@ -29,9 +29,9 @@ extension MemoryStore {
     // The record of evicted keys is memory the store can do without: it goes first, freed
     // after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
-      let records = (state.policy.ghosts, state.policy.sampledEvictions)
-      if records.0.capacity > 0 { state.policy.ghosts = _GhostKeys() }
-      if records.1.capacity > 0 { state.policy.sampledEvictions = _GhostKeys() }
+      let records = (state.policy.order.ghosts, state.policy.order.sampledEvictions)
+      if records.0.capacity > 0 { state.policy.order.ghosts = _GhostKeys() }
+      if records.1.capacity > 0 { state.policy.order.sampledEvictions = _GhostKeys() }
       return (state.policy.memoryPressure, records)
     }
     withExtendedLifetime(forgotten) {}

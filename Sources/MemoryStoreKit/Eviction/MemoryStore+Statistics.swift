@@ -19,7 +19,7 @@ extension MemoryStore {
       StoreStatistics(
         hits: UInt64(truncatingIfNeeded: hits), misses: UInt64(truncatingIfNeeded: misses),
         evictions: state.policy.evictions, count: _table.stagedCount,
-        totalCost: state.policy.totalCost)
+        totalCost: state.policy.limits.totalCost)
     }
   }
 }

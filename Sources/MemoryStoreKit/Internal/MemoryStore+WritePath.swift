@@ -134,7 +134,7 @@ extension MemoryStore {
       let coarse = _SystemClock.coarse &- _clock.systemOrigin
       let access = _writer.lock()
       if _signals.nextExpiry.load(ordering: .relaxed) == .max
-        && access.policy.defaultLifetime == nil
+        && access.policy.expiry.defaultLifetime == nil
       {
         now = coarse
         return access
@@ -254,7 +254,9 @@ extension MemoryStore {
     repeat {
       if !isFirst { _writer.yieldToWaiters() }
       _transact { write in
-        if isFirst && write.policy.sweepArmedFor == deadline { write.policy.sweepArmedFor = nil }
+        if isFirst && write.policy.expiry.sweepArmedFor == deadline {
+          write.policy.expiry.sweepArmedFor = nil
+        }
       }
       isFirst = false
     } while _signals.nextExpiry.load(ordering: .acquiring) <= now
@@ -266,7 +268,9 @@ extension MemoryStore {
     _transact(activatingPolicy: true, limits: Self._trimPass(fraction: 1, reason: nil)) { write in
       write.policy[keyPath: limit] = value
       // The first limit puts the entries in the eviction order, which is kept from then on.
-      if value > 0 && !write.policy.isOrdered { write.policy.orderAllEntries(of: _table) }
+      if value > 0 && !write.policy.order.isOrdered {
+        write.policy.order.orderAllEntries(of: _table)
+      }
     }
     _enforceLimits(fraction: 1, reason: nil)
   }
@@ -289,7 +293,7 @@ extension MemoryStore {
       // hold up.
       let isDone = _transact(limits: pass, freesHere: true) { write in
         write.end(pass, in: self)
-        return write.policy.isOverLimits(count: _table.stagedCount, fraction: fraction) == nil
+        return write.policy.limits.isOver(count: _table.stagedCount, fraction: fraction) == nil
       }
       if isDone { return }
     }

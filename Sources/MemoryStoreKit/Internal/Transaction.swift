@@ -126,7 +126,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// bounded number per write.
   @inlinable @inline(__always)
   mutating func begin(in store: MemoryStore<Key, Value>) {
-    guard carriesMetadata, policy.nextExpiry <= now else { return }
+    guard carriesMetadata, policy.expiry.next <= now else { return }
     removeExpired(in: store)
   }
 
@@ -134,7 +134,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @inlinable @inline(never)
   mutating func removeExpired(in store: MemoryStore<Key, Value>) {
     while expiredCount < MemoryStore<Key, Value>._expiryChunk,
-      let node = policy.takeExpired(store._table, now: now)
+      let node = policy.expiry.takeExpired(store._table, now: now)
     {
       removeEntry(at: node.slot, reason: .expired, in: store)
     }
@@ -156,8 +156,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func evict(to limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
     let table = store._table
     var evictions = 0
-    if protected >= 0, policy.costLimit > 0,
-      let node = table.ringNode(at: protected), node.cost > policy.costLimit
+    if protected >= 0, policy.limits.costLimit > 0,
+      let node = table.ringNode(at: protected), node.cost > policy.limits.costLimit
     {
       removeEntry(at: protected, reason: .evictedByCostLimit, in: store)
       policy.evictions[.costLimit] += 1
@@ -165,8 +165,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       protected = -1
     }
     while evictions < limits.maximumEvictions,
-      let over = policy.isOverLimits(count: table.stagedCount, fraction: limits.fraction),
-      let victim = policy.nextVictim(in: table, protecting: protected, costOnly: over == .costLimit)
+      let over = policy.limits.isOver(count: table.stagedCount, fraction: limits.fraction),
+      let victim = policy.order.nextVictim(
+        in: table, protecting: protected, costOnly: over == .costLimit)
     {
       let evictionReason = limits.reason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
@@ -180,7 +181,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       evictions += 1
     }
     if expiredCount > 0 { policy.evictions[.expired] += UInt64(expiredCount) }
-    policy.placePendingEntry()
+    policy.order.placePendingEntry()
     policy.fillRingHoles(table)
   }
 
@@ -188,9 +189,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// after unlocking.
   @inlinable @inline(__always)
   mutating func commit(in store: MemoryStore<Key, Value>) {
-    let nextExpiry = carriesMetadata ? policy.nextExpiry : .max
-    if nextExpiry != .max && policy.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
-      policy.sweepArmedFor = nextExpiry
+    let nextExpiry = carriesMetadata ? policy.expiry.next : .max
+    if nextExpiry != .max && policy.expiry.sweepArmedFor.map({ nextExpiry < $0 }) ?? true {
+      policy.expiry.sweepArmedFor = nextExpiry
       effects.armSweepAt = nextExpiry
     }
     guard changed else {
@@ -235,7 +236,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   func metadata(
     cost: Int, timeToLive: Duration?, in store: MemoryStore<Key, Value>
   ) -> _EntryMetadata {
-    let lifetime = timeToLive?.nanoseconds ?? policy.defaultLifetime
+    let lifetime = timeToLive?.nanoseconds ?? policy.expiry.defaultLifetime
     return _EntryMetadata(
       writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,

@@ -176,6 +176,20 @@ struct _ChangeTracker<Key: Hashable, Value> {
     return followUp
   }
 
+  /// The first of its invariants that does not hold, or `nil`: the flags every write reads
+  /// agree with the settings they are derived from, and the log keeps its bound. Write lock
+  /// held.
+  func _checkInvariants() -> String? {
+    if isTracking != (interval > .zero) { return "the change log's tracking flag is stale" }
+    if isReporting != (isTracking || recordsRemovals) {
+      return "the change log's reporting flag is stale"
+    }
+    if segments.count > Self.maximumSegments {
+      return "the change log holds \(segments.count) full segments"
+    }
+    return nil
+  }
+
   /// Takes the logged changes, oldest first: every full segment, and the current one too if
   /// `includingCurrent`.
   @inlinable

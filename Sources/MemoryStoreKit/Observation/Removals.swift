@@ -77,6 +77,20 @@ struct _RemovalLog<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   @usableFromInline init() {}
 
+  /// The first of its invariants that does not hold, or `nil`: removals logged have their
+  /// delivery scheduled, and no subscriber starts after the last removal logged. Write lock
+  /// held.
+  func _checkInvariants() -> String? {
+    if !entries.isEmpty && !isDeliveryScheduled {
+      return "\(entries.count) removals logged with no delivery scheduled"
+    }
+    let end = delivered &+ UInt64(entries.count)
+    if subscribers.values.contains(where: { $0.start > end }) {
+      return "a removals subscriber starts after the last removal logged"
+    }
+    return nil
+  }
+
   /// Logs a removal; returns whether the caller must schedule a delivery after unlocking.
   @inlinable
   mutating func append(_ key: Key, _ value: Value, _ cause: RemovalCause) -> Bool {
