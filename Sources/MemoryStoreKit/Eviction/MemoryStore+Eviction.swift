@@ -100,7 +100,7 @@ extension MemoryStore {
   /// let evicted = store.purgeEvictableItems(trigger: .manual("low disk"))
   /// ```
   ///
-  /// The purge judges the entries present when it starts, in chunks: it reads a few hundred
+  /// The purge judges the entries present when it starts, in chunks: it reads about a hundred
   /// entries under the write lock, calls the decider for each outside every lock, then
   /// removes the chosen ones in one write. So readers never wait, and writers wait at most
   /// for one chunk, whatever the size of the store. There is no time-of-check to time-of-use

@@ -5,8 +5,10 @@ import Synchronization
 extension MemoryStore {
   /// The most expired entries one write removes; the rest go with the next reads or writes.
   @inlinable static var _expiryChunk: Int { 4_096 }
-  /// The most entries a purge judges per critical section.
-  @inlinable static var _purgeChunk: Int { 512 }
+  /// The most entries a purge judges per critical section: with 512, a purge of 1 000 000
+  /// entries on two cores made a concurrent writer wait 24 ms at worst, with 128 about 10 ms
+  /// (a third thread spinning alone: 8 to 10 ms).
+  @inlinable static var _purgeChunk: Int { 128 }
   /// The most entries a trim (a limit lowered, memory pressure) evicts per critical section:
   /// each eviction links a tombstone, and after a trim has freed many nodes the allocator's
   /// slow path can make one allocation cost microseconds.
