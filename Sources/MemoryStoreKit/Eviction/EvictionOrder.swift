@@ -1,15 +1,5 @@
 import Synchronization
 
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// The eviction order, guarded by the write lock as part of ``_Policy``: which entry a limit
 /// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(slot:)`` one
 /// removed, ``nextVictim(in:protecting:costOnly:)``, ``noteEvicted(hash:cacheful:)``, and

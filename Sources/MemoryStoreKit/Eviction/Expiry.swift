@@ -1,15 +1,3 @@
-import Synchronization
-
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// Expiry: the default time to live, and a min-heap of the deadlines of the entries that have
 /// one (what is due, and when the timer must next fire). Guarded by the write lock, as part of
 /// ``_Policy``; what it knows of each entry's deadline lives in the entry's node.

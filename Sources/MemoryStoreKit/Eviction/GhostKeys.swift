@@ -1,15 +1,3 @@
-import Synchronization
-
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// Fingerprints of the keys the limits evicted most recently, each with the number of its
 /// eviction, in a two-way set-associative table: a fingerprint goes to one bucket of two slots
 /// (its fraction of the bucket count), in place of the older of the two. A lookup asks for the

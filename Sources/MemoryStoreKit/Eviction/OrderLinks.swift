@@ -1,15 +1,3 @@
-import Synchronization
-
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// The links of the eviction order: per ring position, the next newer and the next older
 /// entry, side by side (one cache line serves both), in memory of its own, so that using it
 /// costs no reference counting, no exclusivity check and no uniqueness check of an array.

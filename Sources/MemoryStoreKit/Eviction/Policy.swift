@@ -1,15 +1,3 @@
-import Synchronization
-
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
-
 /// The bookkeeping of a store with an eviction decider, limits or expiry, guarded by the
 /// store's write lock: its components, each behind a narrow interface with its own
 /// `_checkInvariants`, and the settings that are neither. What it knows of each entry lives
