@@ -168,13 +168,6 @@ extension MemoryStore {
     }
   }
 
-  /// The store as readers see it, for code holding the write lock (nothing is staged between
-  /// writes, so that is the newest state, and nothing it reaches can be freed meanwhile).
-  @inlinable
-  func _lockedView() -> _ReadView<Key, Value> {
-    _ReadView(table: _table, version: _table.publishedVersion, isLocked: true)
-  }
-
   /// Frees what a write retired (a value's deinit may run): call without any store lock.
   ///
   /// A large amount (the values a long reader, such as a save, held back, or a generation that

@@ -1,17 +1,12 @@
-/// A read-only view of the store at one version: what one reader sees, or, under the write
-/// lock, the newest state.
+/// A read-only view of the store at one version: what one reader sees.
 @usableFromInline
 struct _ReadView<Key: Hashable, Value> {
   @usableFromInline let table: _ConcurrentTable<Key, Value>
   @usableFromInline let version: UInt64
-  /// Whether the view is read under the write lock (its count is then the writer's).
-  @usableFromInline let isLocked: Bool
-
   @inlinable
-  init(table: _ConcurrentTable<Key, Value>, version: UInt64, isLocked: Bool = false) {
+  init(table: _ConcurrentTable<Key, Value>, version: UInt64) {
     self.table = table
     self.version = version
-    self.isLocked = isLocked
   }
 
   @inlinable @inline(__always)
@@ -25,11 +20,10 @@ struct _ReadView<Key: Hashable, Value> {
     table._lookup(key, hash: key.hashValue, at: version)
   }
 
-  /// The number of entries. O(1) under the write lock; a reader's view counts at its version,
-  /// which is O(1) unless writes were published since it started, then O(*n*).
+  /// The number of entries at the view's version: O(1) unless writes were published since it
+  /// started, then O(*n*).
   @inlinable
   var count: Int {
-    if isLocked { return table.stagedCount }
     return table._count(at: version) ?? dictionary.count
   }
 

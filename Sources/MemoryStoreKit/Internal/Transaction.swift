@@ -77,8 +77,6 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline let logged: Int
   /// Whether the store has a policy: its nodes carry metadata, and the policy keeps totals.
   @usableFromInline var carriesMetadata: Bool
-  /// Whether removals are logged for ``MemoryStore/removals(bufferingNewest:)``.
-  @usableFromInline let recordsRemovals: Bool
   /// Whether the removals logged must have their delivery scheduled.
   @usableFromInline var deliversRemovals = false
   /// Whether the write has ended: a body may end it itself, to read what its end did.
@@ -93,7 +91,6 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata
-    recordsRemovals = access.changes.recordsRemovals
     logged = access.changes.log.count
     self.access = access
   }
@@ -204,13 +201,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     effects.followUp = access.changes.commit(
       logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
-    guard carriesMetadata else {
-      retire(store._table.publish())
-      return
-    }
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:
-    // every read loads it.
+    // every read loads it. (Without metadata, no entry expires: both are `Int64.max`.)
     let current = store._signals.nextExpiry.load(ordering: .relaxed)
     if nextExpiry < current { store._signals.nextExpiry.store(nextExpiry, ordering: .relaxed) }
     retire(store._table.publish())
@@ -316,8 +309,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     // It replaces an entry that had expired: that entry's removal comes first.
     changed = true
-    noteExpired(key)
-    if recordsRemovals { logRemoval(key, old.value.pointee, .evicted(.expired)) }
+    noteExpired(key, old.value.pointee)
     logChange(key, value, wasPresent: false, reason)
     return nil
   }
@@ -340,12 +332,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     return value
   }
 
-  /// Counts and logs the removal of `key` because it expired.
+  /// Counts and logs the removal of `key`, which held `value`, because it expired.
   @inlinable
-  mutating func noteExpired(_ key: Key) {
+  mutating func noteExpired(_ key: Key, _ value: Value) {
     expiredCount += 1
     expiredKeys?.append(key)
     logChange(key, nil, wasPresent: true, .expired)
+    if access.changes.recordsRemovals { logRemoval(key, value, .evicted(.expired)) }
   }
 
   /// Stages the removal of `key`; returns the value removed, unless it had expired (then the
@@ -381,8 +374,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if carriesMetadata { policy.untrack(old) }
     changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
-      noteExpired(key())
-      if recordsRemovals { logRemoval(key(), old.value.pointee, .evicted(.expired)) }
+      noteExpired(key(), old.value.pointee)
       return nil
     }
     // Checked here so that a store reporting nothing does not copy the key out of the node.
@@ -409,7 +401,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
         .clear(_ClearedContents(table: table, excluding: expiredKeys ?? []), reason))
       cleared = true
     }
-    if recordsRemovals {
+    if access.changes.recordsRemovals {
       // What readers see now, less the expired entries this write removed first.
       let expired = Set(expiredKeys ?? [])
       let cause = RemovalCause.removal(reason)
