@@ -38,7 +38,7 @@ extension MemoryStore {
   /// supported API.
   public var _loggedChangeCount: Int {
     _writer.withLock { state in
-      state.changes.segments.reduce(state.changes.log.count) { $0 + $1.count }
+      state.changes.segments.reduce(state.changes.log.loggedCount) { $0 + $1.loggedCount }
     }
   }
 

@@ -457,7 +457,15 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   @discardableResult
   func stageSet(_ key: Key, _ value: Value) -> Value? {
-    guard let old = stageSet(key, value, metadata: nil).old, !old.isTombstone else { return nil }
+    stageSet(key, value, hash: key.hashValue)
+  }
+
+  /// ``stageSet(_:_:)`` of a key whose `hashValue` is `hash`.
+  @inlinable @inline(__always)
+  @discardableResult
+  func stageSet(_ key: Key, _ value: Value, hash: Int) -> Value? {
+    guard let old = stageSet(key, value, metadata: nil, hash: hash).old, !old.isTombstone
+    else { return nil }
     return old.value.pointee
   }
 
@@ -472,9 +480,16 @@ extension _ConcurrentTable {
   func stageSet(
     _ key: Key, _ value: Value, metadata: _EntryMetadata?
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
+    stageSet(key, value, metadata: metadata, hash: key.hashValue)
+  }
+
+  /// ``stageSet(_:_:metadata:)`` of a key whose `hashValue` is `hash`.
+  @inlinable @inline(__always)
+  func stageSet(
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int
+  ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     let writer = _writer.pointer
     _growStep()
-    let hash = key.hashValue
     let slot = _writeSlot(hash: hash)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true

@@ -195,24 +195,26 @@ extension MemoryStore {
   ///   writes through a transaction), and the value replaced or removed.
   @inlinable @inline(__always)
   func _performPlainKeyed(_ key: Key, _ newValue: Value?) -> (isDone: Bool, previous: Value?) {
+    // Hashed before locking: the table and the change log use it.
+    let hash = key.hashValue
     let access = _writer.lock()
     guard !_signals.policyActive.load(ordering: .relaxed) else {
       _writer.unlock(access)
       return (false, nil)
     }
-    let logged = access.changes.log.count
+    let logged = access.changes.loggedCount
     let previous: Value?
     if let newValue {
-      previous = _table.stageSet(key, newValue)
+      previous = _table.stageSet(key, newValue, hash: hash)
     } else {
-      previous = _table.stageRemove(key)
+      previous = _table.stageRemoveNode(key, hash: hash)?.value.pointee
       guard previous != nil else {
         _writer.unlock(access)
         return (true, nil)
       }
     }
     let deliversRemovals = access.state.logWrite(
-      key, newValue, previous: previous, reason: .write)
+      key, newValue, previous: previous, reason: .write, hash: hash)
     let followUp = access.changes.commit(
       logged: logged, cleared: false, deliversRemovals: deliversRemovals)
     let garbage = _table.publish()

@@ -91,7 +91,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata
-    logged = access.changes.log.count
+    logged = access.changes.loggedCount
     self.access = access
   }
 
@@ -257,7 +257,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     guard carriesMetadata else {
       // Without metadata, the table's staging is specialised for none: no entry has a cost,
       // a deadline or a place in the eviction order.
-      return noteSet(key, value, replacingValue: store._table.stageSet(key, value))
+      let hash = key.hashValue
+      return noteSet(
+        key, value, replacingValue: store._table.stageSet(key, value, hash: hash), hash: hash)
     }
     return setWithMetadata(key, value, cost: cost, timeToLive: timeToLive, in: store)
   }
@@ -283,34 +285,43 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   ) -> (previous: Value?, position: Int) {
     let (old, node) = store._table.stageSet(key, value, metadata: metadata)
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
-    return (noteSet(key, value, replacing: old), node.hasMetadata ? node.slot : -1)
+    return (
+      noteSet(key, value, replacing: old, hash: node.storedHash), node.hasMetadata ? node.slot : -1
+    )
   }
 
   /// Accounts for and logs `key` → `value`, just staged without metadata in place of
-  /// `previous`; returns `previous`.
+  /// `previous`; returns `previous`. `hash` is `key.hashValue` if the caller has it, read only
+  /// if the change is logged.
   @inlinable @inline(__always)
-  mutating func noteSet(_ key: Key, _ value: Value, replacingValue previous: Value?) -> Value? {
+  mutating func noteSet(
+    _ key: Key, _ value: Value, replacingValue previous: Value?, hash: @autoclosure () -> Int?
+  ) -> Value? {
     changed = true
-    if access.state.logWrite(key, value, previous: previous, reason: reason) {
+    if access.state.logWrite(key, value, previous: previous, reason: reason, hash: hash()) {
       deliversRemovals = true
     }
     return previous
   }
 
   /// Accounts for and logs `key` → `value`, just staged in place of `old`; returns the live
-  /// value it replaced (an expired one is logged as removed by expiry first).
+  /// value it replaced (an expired one is logged as removed by expiry first). `hash` is
+  /// `key.hashValue` if the caller has it, read only if the change is logged.
   @inlinable @inline(__always)
-  mutating func noteSet(_ key: Key, _ value: Value, replacing old: _Node<Key, Value>?) -> Value? {
+  mutating func noteSet(
+    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?,
+    hash: @autoclosure () -> Int?
+  ) -> Value? {
     guard let old, !old.isTombstone else {
-      return noteSet(key, value, replacingValue: nil)
+      return noteSet(key, value, replacingValue: nil, hash: hash())
     }
     guard old.hasMetadata && old.expiresAt <= now else {
-      return noteSet(key, value, replacingValue: old.value.pointee)
+      return noteSet(key, value, replacingValue: old.value.pointee, hash: hash())
     }
     // It replaces an entry that had expired: that entry's removal comes first.
     changed = true
-    noteExpired(key, old.value.pointee)
-    logChange(key, value, wasPresent: false, reason)
+    noteExpired(key, old.value.pointee, hash: old.storedHash)
+    logChange(key, value, wasPresent: false, reason, hash: old.storedHash)
     return nil
   }
 
@@ -332,12 +343,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     return value
   }
 
-  /// Counts and logs the removal of `key`, which held `value`, because it expired.
+  /// Counts and logs the removal of `key`, which held `value`, because it expired. `hash` is
+  /// `key.hashValue` if the caller has it.
   @inlinable
-  mutating func noteExpired(_ key: Key, _ value: Value) {
+  mutating func noteExpired(_ key: Key, _ value: Value, hash: Int?) {
     expiredCount += 1
     expiredKeys?.append(key)
-    logChange(key, nil, wasPresent: true, .expired)
+    logChange(key, nil, wasPresent: true, .expired, hash: hash)
     if access.changes.recordsRemovals { logRemoval(key, value, .evicted(.expired)) }
   }
 
@@ -374,12 +386,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if carriesMetadata { policy.untrack(old) }
     changed = true
     if reason == .expired || (checksExpiry && old.expiresAt <= now) {
-      noteExpired(key(), old.value.pointee)
+      noteExpired(key(), old.value.pointee, hash: old.storedHash)
       return nil
     }
     // Checked here so that a store reporting nothing does not copy the key out of the node.
     if access.changes.isReporting,
-      access.state.logWrite(key(), nil, previous: old.value.pointee, reason: reason)
+      access.state.logWrite(
+        key(), nil, previous: old.value.pointee, reason: reason, hash: old.storedHash)
     {
       deliversRemovals = true
     }
@@ -397,8 +410,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     if access.changes.isTracking {
       // What readers see now, less the expired entries this write removed first.
-      access.changes.log.append(
-        .clear(_ClearedContents(table: table, excluding: expiredKeys ?? []), reason))
+      access.changes.appendClear(
+        _ClearedContents(table: table, excluding: expiredKeys ?? []), reason)
       cleared = true
     }
     if access.changes.recordsRemovals {
@@ -416,11 +429,14 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   // MARK: Logging
 
-  /// Logs a change for change batches, if they are on.
+  /// Logs a change for change batches, if they are on; `hash` is `key.hashValue` if the
+  /// caller has it.
   @inlinable @inline(__always)
-  func logChange(_ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason) {
+  func logChange(
+    _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int? = nil
+  ) {
     guard access.changes.isTracking else { return }
-    access.changes.appendKey(key, value, wasPresent: wasPresent, reason)
+    access.changes.appendKey(key, value, wasPresent: wasPresent, reason, hash: hash)
   }
 
   /// Logs a removal for ``MemoryStore/removals(bufferingNewest:)``.

@@ -17,7 +17,8 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
   /// - Returns: Whether removals were logged whose delivery must be scheduled.
   @inlinable @inline(__always)
   mutating func logWrite(
-    _ key: Key, _ value: Value?, previous: Value?, reason: ChangeReason
+    _ key: Key, _ value: Value?, previous: Value?, reason: ChangeReason,
+    hash: @autoclosure () -> Int? = nil
   ) -> Bool {
     guard changes.isReporting else { return false }
     var deliversRemovals = false
@@ -26,7 +27,7 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
         key, previous, value != nil ? .replaced : .removal(reason))
     }
     if changes.isTracking {
-      changes.appendKey(key, value, wasPresent: previous != nil, reason)
+      changes.appendKey(key, value, wasPresent: previous != nil, reason, hash: hash())
     }
     return deliversRemovals
   }

@@ -130,7 +130,7 @@ extension MemoryStore {
   /// What a coalescing pass produced: the recorded changes when publishing, what it let go
   /// of, for the caller to release after unlocking, and the read section it entered if asked.
   @usableFromInline typealias _Coalesced = (
-    recorded: _RecordedChanges<Key, Value>?, segments: [[_LoggedChange<Key, Value>]],
+    recorded: _RecordedChanges<Key, Value>?, segments: [_LogSegment<Key, Value>],
     displaced: [Value], section: (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int))?
   )
 
@@ -157,9 +157,7 @@ extension MemoryStore {
         )
       }
       var displaced: [Value] = []
-      for segment in segments {
-        for logged in segment { accumulator.apply(logged, displaced: &displaced) }
-      }
+      for segment in segments { accumulator.apply(segment, displaced: &displaced) }
       return (publishing ? accumulator.take() : nil, segments, displaced, section)
     }
   }
