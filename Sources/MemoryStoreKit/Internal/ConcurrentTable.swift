@@ -68,8 +68,9 @@ final class _ConcurrentTable<Key: Hashable, Value> {
   @usableFromInline let _spareTombstones: Atomic<Int>
   /// About how many spare blocks exist (pushed minus taken), to bound them.
   @usableFromInline let _spareCount: Atomic<Int>
-  /// The writer's state; guarded by the caller's write lock.
-  @usableFromInline let _writer: _UnsafeBox<_TableWriter>
+  /// The writer's state: staged changes, counts, retirements and the ring; guarded by the
+  /// store's write lock, which every method that reaches it requires.
+  @usableFromInline let _writer: _ExternallyLocked<_TableWriter>
   /// Emptied retirement lists, with their capacity, that the threads freeing garbage hand
   /// back, so that the writer's next lists need no allocation under its lock.
   @usableFromInline let _limboBuffers: _Protected<[ContiguousArray<_Retired>]>
@@ -90,12 +91,12 @@ final class _ConcurrentTable<Key: Hashable, Value> {
     _spareTombstones = Atomic(0)
     _spareCount = Atomic(0)
     _readers = _ReaderIndicator()
-    _writer = _UnsafeBox(_TableWriter(root: root))
+    _writer = _ExternallyLocked(_TableWriter(root: root))
     _limboBuffers = _Protected([])
   }
 
   deinit {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     var garbage = _TableGarbage()
     garbage.items.append(.generation(writer.pointee.root))
     garbage.items.append(contentsOf: writer.pointee.limbo.0)
@@ -203,12 +204,8 @@ struct _TableWriter {
   /// The version of the write that copied every entry with metadata when it was set (0: no
   /// entry was copied): entries it copied got new nodes, without any change of value.
   @usableFromInline var metadataCopiesVersion: UInt64 = 0
-  /// The current node of every entry, by its `slot` (0: a free position): how the policy
-  /// (its eviction order, its expiry heap) and a purge reach entries without hashing.
-  @usableFromInline var ring: ContiguousArray<Int> = []
-  /// Free positions of `ring`: every hole once, and maybe positions at or past its end (the
-  /// ring was shortened since), which are skipped when taken.
-  @usableFromInline var freeSlots: ContiguousArray<Int> = []
+  /// The current node of every entry with metadata, by its `slot`.
+  @usableFromInline var ring = _EntryRing()
 
   @usableFromInline
   init(root: UnsafeMutablePointer<_TableHeader>) {
@@ -427,11 +424,11 @@ extension _ConcurrentTable {
 extension _ConcurrentTable {
   /// The version staged changes get.
   @inlinable
-  var _stagingVersion: UInt64 { _writer.pointer.pointee.version &+ 1 }
+  var _stagingVersion: UInt64 { _writer.underWriteLock.pointee.version &+ 1 }
 
   /// The number of entries including staged changes. Write lock held.
   @inlinable
-  var stagedCount: Int { _writer.pointer.pointee.count }
+  var stagedCount: Int { _writer.underWriteLock.pointee.count }
 
   /// The value of `key` including staged changes. Write lock held.
   @inlinable
@@ -488,7 +485,7 @@ extension _ConcurrentTable {
   func stageSet(
     _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     _growStep()
     let slot = _writeSlot(hash: hash)
     let version = writer.pointee.version &+ 1
@@ -523,7 +520,7 @@ extension _ConcurrentTable {
     _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int,
     replacing old: _Node<Key, Value>?, version: UInt64
   ) -> _Node<Key, Value> {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     guard let metadata = metadata ?? _defaultMetadata else {
       return _Node.make(
         key: key, value: value, version: version, older: old?.bits ?? 0,
@@ -537,14 +534,14 @@ extension _ConcurrentTable {
         key: key, value: value, metadata: metadata,
         recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
         slot: old.slot, hash: hash, version: version, older: old.bits, memory: memory)
-      writer.pointee.ring[node.slot] = node.bits
+      writer.pointee.ring.place(node.bits, at: node.slot)
       return node
     }
-    let position = _takeRingPosition()
+    let position = writer.pointee.ring.take()
     let node = _Node.make(
       key: key, value: value, metadata: metadata, recency: 0, slot: position, hash: hash,
       version: version, older: old?.bits ?? 0, memory: memory)
-    writer.pointee.ring[position] = node.bits
+    writer.pointee.ring.place(node.bits, at: position)
     return node
   }
 
@@ -552,7 +549,7 @@ extension _ConcurrentTable {
   /// entry has some), or `nil`. Write lock held.
   @inlinable @inline(__always)
   var _defaultMetadata: _EntryMetadata? {
-    _writer.pointer.pointee.carriesMetadata
+    _writer.underWriteLock.pointee.carriesMetadata
       ? _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0) : nil
   }
 
@@ -623,7 +620,7 @@ extension _ConcurrentTable {
     of old: _Node<Key, Value>, linkedFrom predecessor: UnsafeMutablePointer<Atomic<Int>>,
     hash: Int
   ) {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     let tombstone = _Node<Key, Value>.makeTombstone(
@@ -631,10 +628,7 @@ extension _ConcurrentTable {
       memory: _spareTombstone())
     tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
     predecessor.pointee.store(tombstone.bits, ordering: .releasing)
-    if old.hasMetadata {
-      writer.pointee.ring[old.slot] = 0
-      writer.pointee.freeSlots.append(old.slot)
-    }
+    if old.hasMetadata { writer.pointee.ring.vacate(old.slot) }
     writer.pointee.retire(.node(old.bits))
     writer.pointee.tombstones.append((tombstone.bits, writer.pointee.epoch))
     writer.pointee.tombstoneCount += 1
@@ -648,7 +642,7 @@ extension _ConcurrentTable {
   @inlinable
   @discardableResult
   func stageRemoveAll() -> Bool {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     guard writer.pointee.count > 0 else { return false }
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
@@ -659,8 +653,7 @@ extension _ConcurrentTable {
     writer.pointee.growthCursor = 0
     writer.pointee.count = 0
     writer.pointee.tombstoneCount = 0
-    writer.pointee.ring = []
-    writer.pointee.freeSlots = []
+    writer.pointee.ring.removeAll()
     _root.store(Int(bitPattern: root), ordering: .releasing)
     writer.pointee.retire(.generation(old))
     return true
@@ -672,7 +665,7 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) amortised.
   @inlinable
   func publish() -> _TableGarbage? {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     guard writer.pointee.staged else { return nil }
     writer.pointee.staged = false
     let version = writer.pointee.version &+ 1
@@ -697,7 +690,7 @@ extension _ConcurrentTable {
   ///   ``tombstonesPerReclaim`` tombstones, and a scan of the reader stripes.
   @inlinable
   func _reclaim() -> _TableGarbage? {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     let epoch = writer.pointee.epoch
     // Order the unlinking stores before the counter loads (a store-load pair).
     atomicMemoryFence(ordering: .sequentiallyConsistent)
@@ -751,9 +744,9 @@ extension _ConcurrentTable {
   @inlinable
   func reclaimStep() -> (garbage: _TableGarbage?, isFinished: Bool) {
     if retainedCount == 0 { return (nil, true) }
-    let epoch = _writer.pointer.pointee.epoch
+    let epoch = _writer.underWriteLock.pointee.epoch
     let garbage = _reclaim()
-    if _writer.pointer.pointee.epoch == epoch {
+    if _writer.underWriteLock.pointee.epoch == epoch {
       // Not advanced: a reader holds the previous epoch, or tombstones remain to unlink.
       return (nil, _readers.hasReaders(in: (epoch + 1) & 1))
     }
@@ -764,7 +757,7 @@ extension _ConcurrentTable {
   /// lock held.
   @inlinable
   var retainedCount: Int {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     return writer.pointee.limbo.0.count + writer.pointee.limbo.1.count
       + writer.pointee.unlinked.count + writer.pointee.tombstones.count
       - writer.pointee.tombstonesStart
@@ -777,7 +770,7 @@ extension _ConcurrentTable {
   /// whatever it makes unreachable must wait for readers of both parities.
   @inlinable
   func _unlinkTombstones(linkedBefore epoch: Int, limit: Int) -> Bool {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     var index = writer.pointee.tombstonesStart
     let end = index + limit
     while index < writer.pointee.tombstones.count,
@@ -872,7 +865,7 @@ extension _ConcurrentTable {
   /// freed as they are met: each once.
   @inlinable @inline(__always)
   func _spare(tombstone: Bool, size: Int) -> UnsafeMutableRawPointer? {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     while true {
       var head = tombstone ? writer.pointee.spareTombstones : writer.pointee.spareNodes
       if head == 0 {
@@ -933,7 +926,7 @@ extension _ConcurrentTable {
   /// moving their old bucket). Write lock held.
   @inlinable @inline(__always)
   func _writeSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
-    let root = _writer.pointer.pointee.root
+    let root = _writer.underWriteLock.pointee.root
     guard let next = root.pointee.nextTable else {
       return root.pointee.buckets + (hash & root.pointee.mask)
     }
@@ -948,7 +941,7 @@ extension _ConcurrentTable {
   /// growth, the root's bucket until it is moved, then the new table's. Write lock held.
   @inlinable
   func _currentSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
-    let root = _writer.pointer.pointee.root
+    let root = _writer.underWriteLock.pointee.root
     let slot = root.pointee.buckets + (hash & root.pointee.mask)
     guard let next = root.pointee.nextTable,
       slot.pointee.load(ordering: .relaxed) == _TableHeader.forwarded
@@ -974,7 +967,7 @@ extension _ConcurrentTable {
   /// Starts growing if the newest table is full. Write lock held.
   @inlinable
   func _growIfNeeded() {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     let root = writer.pointee.root
     guard root.pointee.nextTable == nil,
       writer.pointee.count + writer.pointee.tombstoneCount > root.pointee.capacity
@@ -984,18 +977,18 @@ extension _ConcurrentTable {
 
   @inlinable
   func _startGrowth() {
-    let root = _writer.pointer.pointee.root
+    let root = _writer.underWriteLock.pointee.root
     root.pointee.nextTable = _TableHeader.make(
       capacity: root.pointee.capacity * 2, baseVersion: root.pointee.baseVersion,
       previousGeneration: root.pointee.previousGeneration)
-    _writer.pointer.pointee.growthCursor = 0
+    _writer.underWriteLock.pointee.growthCursor = 0
   }
 
   /// During growth, moves the next few buckets; finishes growth after the last. Every write
   /// calls it, so growth ends before the new table fills up. Write lock held.
   @inlinable @inline(__always)
   func _growStep() {
-    guard _writer.pointer.pointee.root.pointee.nextTable != nil else { return }
+    guard _writer.underWriteLock.pointee.root.pointee.nextTable != nil else { return }
     _moveBuckets(Self.bucketsMovedPerWrite)
   }
 
@@ -1005,7 +998,7 @@ extension _ConcurrentTable {
 
   @inlinable
   func _moveBuckets(_ limit: Int) {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     let root = writer.pointee.root
     var moved = 0
     var cursor = writer.pointee.growthCursor
@@ -1032,14 +1025,14 @@ extension _ConcurrentTable {
   /// the old chain keep reading the old nodes, which are retired. Write lock held.
   @inlinable
   func _moveBucket(_ index: Int) {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     let root = writer.pointee.root
     let next = root.pointee.nextTable.unsafelyUnwrapped
     var bits = root.pointee.buckets[index].load(ordering: .relaxed)
     while let node = _Node<Key, Value>(bits: bits) {
       bits = node.next.pointee.load(ordering: .relaxed)
       let copy = node.copy(memory: _spare(tombstone: node.isTombstone, size: node.byteCount))
-      if copy.hasMetadata { writer.pointee.ring[copy.slot] = copy.bits }
+      if copy.hasMetadata { writer.pointee.ring.place(copy.bits, at: copy.slot) }
       let hash = copy.storedHash ?? copy.key.pointee.hashValue
       let slot = next.pointee.buckets + (hash & next.pointee.mask)
       copy.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
@@ -1060,17 +1053,17 @@ extension _ConcurrentTable {
 extension _ConcurrentTable {
   /// Whether nodes with a value carry metadata. Write lock held.
   @inlinable
-  var carriesMetadata: Bool { _writer.pointer.pointee.carriesMetadata }
+  var carriesMetadata: Bool { _writer.underWriteLock.pointee.carriesMetadata }
 
   /// The version of the write that copied every entry with metadata (0: none). Write lock
   /// held.
   @inlinable
-  var metadataCopiesVersion: UInt64 { _writer.pointer.pointee.metadataCopiesVersion }
+  var metadataCopiesVersion: UInt64 { _writer.underWriteLock.pointee.metadataCopiesVersion }
 
   /// The version last published: what readers see, and, between writes, the newest state.
   /// Write lock held.
   @inlinable
-  var publishedVersion: UInt64 { _writer.pointer.pointee.version }
+  var publishedVersion: UInt64 { _writer.underWriteLock.pointee.version }
 
   /// Makes every node with a value carry metadata from now on: stages a copy of every entry
   /// with `metadata` (the values unchanged, so readers see no change once it is published).
@@ -1079,7 +1072,7 @@ extension _ConcurrentTable {
   /// - Complexity: O(*n*), once in the store's life.
   @inlinable
   func startCarryingMetadata(_ metadata: _EntryMetadata) {
-    let writer = _writer.pointer
+    let writer = _writer.underWriteLock
     guard !writer.pointee.carriesMetadata else { return }
     writer.pointee.carriesMetadata = true
     guard writer.pointee.count > 0 else { return }
@@ -1092,31 +1085,19 @@ extension _ConcurrentTable {
 
   /// The number of ring positions, free ones included. Write lock held.
   @inlinable
-  var ringCount: Int { _writer.pointer.pointee.ring.count }
+  var ringCount: Int { _writer.underWriteLock.pointee.ring.count }
 
   /// The current node at ring position `position`, or `nil` for a free position. Write lock
   /// held; the node stays valid until the lock is released.
   @inlinable @inline(__always)
   func ringNode(at position: Int) -> _Node<Key, Value>? {
-    _Node(bits: _writer.pointer.pointee.ring[position])
+    _Node(bits: _writer.underWriteLock.pointee.ring[position])
   }
 
   /// The number of the ring's free positions (holes, and maybe stale ones past its end).
   /// Write lock held.
   @inlinable @inline(__always)
-  var freeRingPositionCount: Int { _writer.pointer.pointee.freeSlots.count }
-
-  /// A free ring position for a new entry: a hole, or a new position at the end. Write lock
-  /// held.
-  @inlinable @inline(__always)
-  func _takeRingPosition() -> Int {
-    let writer = _writer.pointer
-    while let free = writer.pointee.freeSlots.popLast() {
-      if free < writer.pointee.ring.count { return free }
-    }
-    writer.pointee.ring.append(0)
-    return writer.pointee.ring.count - 1
-  }
+  var freeRingPositionCount: Int { _writer.underWriteLock.pointee.ring.freePositions.count }
 
   /// Fills one hole of the ring with its last entry, after dropping the holes at its end, and
   /// returns the positions the entry moved from and to; `nil` when no hole is left. Called a
@@ -1126,19 +1107,9 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) amortised.
   @inlinable @inline(__always)
   func fillRingHole() -> (from: Int, to: Int)? {
-    let writer = _writer.pointer
-    while true {
-      // Trailing holes go first; their entries in the free list become stale.
-      while writer.pointee.ring.last == 0 { writer.pointee.ring.removeLast() }
-      guard let free = writer.pointee.freeSlots.popLast() else { return nil }
-      let last = writer.pointee.ring.count - 1
-      guard free < last else { continue }
-      let bits = writer.pointee.ring[last]
-      writer.pointee.ring.removeLast()
-      writer.pointee.ring[free] = bits
-      _Node<Key, Value>(bits: bits).unsafelyUnwrapped.slot = free
-      return (last, free)
-    }
+    guard let (from, to, bits) = _writer.underWriteLock.pointee.ring.fillHole() else { return nil }
+    _Node<Key, Value>(bits: bits).unsafelyUnwrapped.slot = to
+    return (from, to)
   }
 }
 
@@ -1151,7 +1122,7 @@ extension _ConcurrentTable {
   @usableFromInline
   func _checkInvariants() {
     #if DEBUG
-      let writer = _writer.pointer
+      let writer = _writer.underWriteLock
       precondition(!writer.pointee.staged, "Internal inconsistency: changes left staged")
       var keys = Set<Key>()
       var entries = 0
@@ -1182,8 +1153,7 @@ extension _ConcurrentTable {
       visit(writer.pointee.root)
       if let next = writer.pointee.root.pointee.nextTable { visit(next) }
       // The ring: every entry once, at its own position, when nodes carry metadata.
-      var inRing = 0
-      for (position, bits) in writer.pointee.ring.enumerated() where bits != 0 {
+      for (position, bits) in writer.pointee.ring.nodes.enumerated() where bits != 0 {
         let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
         precondition(
           node.hasMetadata && !node.isTombstone && node.slot == position,
@@ -1191,15 +1161,11 @@ extension _ConcurrentTable {
         precondition(
           _peekNode(node.key.pointee)?.bits == bits,
           "Internal inconsistency: the ring holds a node that is not its key's current one")
-        inRing += 1
       }
-      let holes = Set(writer.pointee.freeSlots.filter { $0 < writer.pointee.ring.count })
-      precondition(
-        inRing + holes.count == writer.pointee.ring.count
-          && holes.allSatisfy { writer.pointee.ring[$0] == 0 },
-        "Internal inconsistency: free ring positions")
       if writer.pointee.carriesMetadata {
-        precondition(inRing == entries, "Internal inconsistency: the ring misses entries")
+        if let broken = writer.pointee.ring._checkInvariants(taken: entries) {
+          preconditionFailure("Internal inconsistency: \(broken)")
+        }
       } else {
         precondition(writer.pointee.ring.isEmpty, "Internal inconsistency: a ring without metadata")
       }
