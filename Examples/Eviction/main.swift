@@ -57,6 +57,14 @@ for (name, size) in [("logo", 40), ("banner", 50), ("photo", 30)] {
 }
 print("  kept \(images.allItems.keys.sorted()), total cost \(images.statistics.totalCost)")
 
+print("A page of three images: one request for the ones missing")
+let page = try await images.values(forKeys: ["banner", "photo", "icon"]) { missing in
+  print("  fetching \(missing)")  // one call, each missing image once
+  return Dictionary(
+    uniqueKeysWithValues: missing.map { ($0, [UInt8](repeating: 0, count: 10 * 1_024)) })
+}
+print("  got \(page.keys.sorted()), kept \(images.allItems.keys.sorted())")
+
 print("Time to live: 30 s by default, 300 s for bob's token")
 let tokens = MemoryStore<String, String>(name: "tokens", scheduler: clock)
 tokens.defaultTimeToLive = .seconds(30)

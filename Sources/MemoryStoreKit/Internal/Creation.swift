@@ -41,6 +41,6 @@ enum _CreationLookup<Value> {
 struct _InFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Creations of `valueOrInsert(forKey:_:)`.
   var creations: [Key: _Creation<Value>] = [:]
-  /// Loads of `value(forKey:orLoad:)`.
+  /// Loads of `value(forKey:orLoad:)` and `values(forKeys:orLoad:)`, one per key.
   var loads: [Key: _Load<Value>] = [:]
 }

@@ -71,6 +71,17 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     }
 
     #expect(quote == Quote(bid: 240.1, ask: 240.2) && fetches.value == 1)
+    let requests = Locked<[[String]]>([])
+    @Sendable func fetchQuotes(_ symbols: [String]) async throws -> [String: Quote] {
+      requests.withLock { $0.append(symbols) }
+      return Dictionary(uniqueKeysWithValues: symbols.map { ($0, Quote(bid: 1, ask: 2)) })
+    }
+
+    let page = try await quotes.values(forKeys: ["IBM", "AAPL", "MSFT"]) { missing in
+      try await fetchQuotes(missing)  // one request: ["AAPL", "MSFT"]; "IBM" is stored
+    }
+
+    #expect(requests.value == [["AAPL", "MSFT"]] && page.count == 3 && page["IBM"] == quote)
 
     quotes.update(forKey: "TSLA") { quote in quote?.bid += 0.5 }  // absent: stays absent
     let visits = MemoryStore<String, Int>()
