@@ -11,7 +11,9 @@ extension MemoryStore {
   /// ```
   ///
   /// - **One load at a time per key.** Callers that miss on a key while its load runs wait for
-  ///   that load and receive its result; the store keeps what it loaded. If a write stores the
+  ///   that load and receive its result; the store keeps what it loaded. A bulk load of
+  ///   ``values(forKeys:cost:timeToLive:orLoad:)`` that includes the key counts as its load; if
+  ///   its loader returns no value for the key, this call then loads it with `load`. If a write stores the
   ///   key while the load runs, the stored value wins and every caller receives it. A removal
   ///   made while the load runs does not stop it: the loaded value is stored when it arrives.
   /// - **No lock is held while `load` runs**: it runs in a task of its own, and may read and

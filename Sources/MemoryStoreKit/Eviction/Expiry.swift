@@ -9,6 +9,12 @@ struct _Expiry: Sendable {
   /// ``defaultTimeToLive`` in nanoseconds, converted once: `Duration` arithmetic costs more
   /// than the rest of a write's bookkeeping.
   @usableFromInline var defaultLifetime: Int64?
+  /// How long an entry lives after it was last written or read; `nil`: no idle expiry.
+  @usableFromInline var timeToIdle: Duration? {
+    didSet { idleLifetime = timeToIdle.map { Swift.max($0.nanoseconds, 0) } }
+  }
+  /// ``timeToIdle`` in nanoseconds.
+  @usableFromInline var idleLifetime: Int64?
   /// A min-heap of the deadlines of the entries that have one, with their ring positions:
   /// exactly one item per such entry. An item's deadline is at or before its entry's (a
   /// rewrite that pushes the deadline back leaves the item alone, so that it costs O(1)); an
@@ -90,7 +96,7 @@ struct _Expiry: Sendable {
     while let top = expiries.first, top.deadline <= now {
       // Safe: every item names the ring position of a live entry with a deadline.
       let node = table.ringNode(at: top.slot).unsafelyUnwrapped
-      let deadline = node.expiresAt
+      let deadline = node.deadline
       if deadline <= now { return node }
       guard sunk < limit else { return nil }
       sunk += 1
@@ -165,11 +171,11 @@ struct _Expiry: Sendable {
   func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
     var expiring = 0
     for position in 0..<table.ringCount {
-      guard let node = table.ringNode(at: position), node.expiresAt != .max else { continue }
+      guard let node = table.ringNode(at: position), node.deadline != .max else { continue }
       expiring += 1
       let index = position < heapIndex.count ? Int(heapIndex[position]) : -1
       if index < 0 || index >= expiries.count || expiries[index].slot != position
-        || expiries[index].deadline > node.expiresAt
+        || expiries[index].deadline > node.deadline
       {
         return "the expiry heap has no item for \(node.key.pointee)"
       }

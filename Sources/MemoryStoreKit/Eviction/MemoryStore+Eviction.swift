@@ -3,6 +3,7 @@ import Synchronization
 // MARK: - The eviction decider
 
 extension MemoryStore {
+
   /// Decides whether an entry should be evicted: `true` evicts it.
   ///
   /// The decider runs on the thread that purges — the caller of
@@ -154,6 +155,7 @@ extension MemoryStore {
 // MARK: - Purging
 
 extension MemoryStore {
+
   /// Runs the decider over the entries present now, in chunks; see
   /// ``purgeEvictableItems(trigger:)``.
   func _purge(_ trigger: EvictionTrigger) -> [Key: Value] {
@@ -173,7 +175,10 @@ extension MemoryStore {
     var isFinished = false
     while !isFinished {
       var candidates:
-        [(key: Key, value: Value, metadata: _EntryMetadata, version: UInt64, tick: UInt32)] = []
+        [(
+          key: Key, value: Value, metadata: _EntryMetadata, deadline: Int64, version: UInt64,
+          tick: UInt32
+        )] = []
       candidates.reserveCapacity(Self._purgeChunk)
       _writer.yieldToWaiters()
       _writer.withLock { _ in
@@ -183,7 +188,7 @@ extension MemoryStore {
           if let node = _table.ringNode(at: position), node.version <= startVersion {
             candidates.append(
               (
-                node.key.pointee, node.value.pointee, node.metadata, node.version,
+                node.key.pointee, node.value.pointee, node.metadata, node.deadline, node.version,
                 node.recency.pointee.load(ordering: .relaxed) >> 2
               ))
           }
@@ -200,8 +205,7 @@ extension MemoryStore {
           lastReadAt: candidate.tick == 0
             ? nil : _clock.origin + .seconds(Int64(candidate.tick) - 1),
           cost: candidate.metadata.cost,
-          expiresAt: candidate.metadata.expiresAt == .max
-            ? nil : _instant(candidate.metadata.expiresAt))
+          expiresAt: candidate.deadline == .max ? nil : _instant(candidate.deadline))
         if decider(candidate.key, candidate.value, context) {
           victims.append((candidate.key, candidate.version))
         }

@@ -29,6 +29,41 @@ extension MemoryStore {
     }
   }
 
+  /// How long an entry lives after it was last read or written: an idle (sliding) timeout,
+  /// for sessions and tokens that stay while they are used. `nil` (the default): entries
+  /// never expire for being idle.
+  ///
+  /// ```swift
+  /// sessions.timeToIdle = .seconds(1_800)   // 30 minutes without a request ends a session
+  /// if let session = sessions[id] { … }      // a hit renews it: one call, no lock
+  /// ```
+  ///
+  /// - **What renews an entry**: a write of it (set, update, merge, ``touch(_:timeToLive:)``)
+  ///   and a read that returns it (the subscript, ``values(forKeys:)``,
+  ///   ``value(forKey:cost:timeToLive:orLoad:)``, ``values(forKeys:cost:timeToLive:orLoad:)``).
+  ///   ``contains(_:)``, ``count``, ``keys``, ``allItems`` and saves do not.
+  /// - **Without a lock**: a read that returns the entry pushes its idle deadline back in the
+  ///   entry itself, with one atomic store, and only once it would move by at least 1/64 of the
+  ///   time to idle or a second, whichever is less: reads of a hot entry do not write it on
+  ///   every read. An entry may therefore expire up to that step early (plus, with the
+  ///   system scheduler on Linux, the coarse clock's tick, a few milliseconds); never late.
+  /// - **With a time to live**: an entry expires at whichever comes first, its time to live
+  ///   (``defaultTimeToLive`` or a write's) or its idle deadline.
+  ///
+  /// Applies to entries written after it is set. Expired entries are never returned and are
+  /// removed as those of ``defaultTimeToLive`` are, with reason ``ChangeReason/expired``.
+  /// Thread-safe.
+  public var timeToIdle: Duration? {
+    get { _writer.withLock { $0.policy.expiry.timeToIdle } }
+    set {
+      _transact(activatingPolicy: true) { write in
+        if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+        write.policy.expiry.timeToIdle = newValue
+        _signals.idleLifetime.store(write.policy.expiry.idleLifetime ?? 0, ordering: .relaxed)
+      }
+    }
+  }
+
   /// Renews the time to live of `key`'s entry, and counts as a use of it for eviction,
   /// without rewriting its value; returns whether the key was present.
   ///

@@ -24,6 +24,22 @@ extension MemoryStore {
     let word = node.recency.pointee.load(ordering: .relaxed)
     let updated = _Recency.read(word, tick: _signals.readTick.load(ordering: .relaxed))
     if updated != word { node.recency.pointee.store(updated, ordering: .relaxed) }
+    if node.expiresWhenIdle { _renewIdle(node) }
+  }
+
+  /// Pushes the idle deadline of `node`, just read, back to a time to idle from now: from the
+  /// coarse clock where there is one (a lower bound of the time, so the deadline is never
+  /// later than it should be), else from the clock. Stores only if that moves it by at least
+  /// 1/64 of the time to idle or a second, whichever is less, so that reads of a hot entry
+  /// write its node about once per such step, not once per read.
+  @inlinable @inline(never)
+  func _renewIdle(_ node: _Node<Key, Value>) {
+    let idle = _signals.idleLifetime.load(ordering: .relaxed)
+    guard idle > 0 else { return }
+    let now =
+      _clock.coarseOffset != 0 ? _SystemClock.coarse &- _clock.systemOrigin : _clockNanos()
+    node.renewIdle(
+      until: now.addingSaturating(idle), granule: Swift.max(1, Swift.min(idle / 64, 1_000_000_000)))
   }
 
   /// Removes the entries that have expired by now, if any may have: what every read, save,

@@ -37,11 +37,11 @@ struct _Policy: Sendable {
   ) {
     if let old, !old.isTombstone, old.hasMetadata {
       limits.totalCost += new.cost - old.cost
-      expiry.track(slot: new.slot, deadline: new.expiresAt, replacing: old.expiresAt)
+      expiry.track(slot: new.slot, deadline: new.deadline, replacing: old.deadline)
     } else {
       limits.totalCost += new.cost
       order.admit(new, count: count, limits: limits)
-      expiry.track(slot: new.slot, deadline: new.expiresAt, replacing: nil)
+      expiry.track(slot: new.slot, deadline: new.deadline, replacing: nil)
     }
   }
 
@@ -50,7 +50,7 @@ struct _Policy: Sendable {
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     limits.totalCost -= node.cost
     order.untrack(slot: node.slot)
-    expiry.untrack(slot: node.slot, deadline: node.expiresAt)
+    expiry.untrack(slot: node.slot, deadline: node.deadline)
   }
 
   /// Forgets every entry (the store was emptied).
@@ -81,7 +81,7 @@ struct _Policy: Sendable {
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
       order.moveEntry(from: from, to: to)
-      guard table.ringNode(at: to).unsafelyUnwrapped.expiresAt != .max else { continue }
+      guard table.ringNode(at: to).unsafelyUnwrapped.deadline != .max else { continue }
       expiry.moveEntry(from: from, to: to)
     }
   }

@@ -475,15 +475,16 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: one hash of `key`.
   @inlinable @inline(__always)
   func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
-    stageSet(key, value, metadata: metadata, hash: key.hashValue)
+    stageSet(key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: key.hashValue)
   }
 
   /// ``stageSet(_:_:metadata:)`` of a key whose `hashValue` is `hash`.
   @inlinable @inline(__always)
   func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max,
+    hash: Int
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     let writer = _writer.underWriteLock
     _growStep()
@@ -492,7 +493,8 @@ extension _ConcurrentTable {
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
       let node = _makeNode(
-        key, value, metadata: metadata, hash: hash, replacing: old, version: version)
+        key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: old,
+        version: version)
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
       writer.pointee.retire(.node(old.bits))
@@ -505,7 +507,8 @@ extension _ConcurrentTable {
       return (old, node)
     }
     let node = _makeNode(
-      key, value, metadata: metadata, hash: hash, replacing: nil, version: version)
+      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: nil,
+      version: version)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
@@ -517,7 +520,7 @@ extension _ConcurrentTable {
   /// position if it has one. Write lock held.
   @inlinable @inline(__always)
   func _makeNode(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int,
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64, hash: Int,
     replacing old: _Node<Key, Value>?, version: UInt64
   ) -> _Node<Key, Value> {
     let writer = _writer.underWriteLock
@@ -528,10 +531,11 @@ extension _ConcurrentTable {
     }
     let memory = _spare(
       tombstone: false,
-      size: _Node<Key, Value>.metadataNodeSize(flags: _Node<Key, Value>.flags(for: metadata)))
+      size: _Node<Key, Value>.metadataNodeSize(
+        flags: _Node<Key, Value>.flags(for: metadata, idleExpiresAt: idleExpiresAt)))
     if let old, old.hasMetadata {
       let node = _Node.make(
-        key: key, value: value, metadata: metadata,
+        key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt,
         recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
         slot: old.slot, hash: hash, version: version, older: old.bits, memory: memory)
       writer.pointee.ring.place(node.bits, at: node.slot)
@@ -539,8 +543,8 @@ extension _ConcurrentTable {
     }
     let position = writer.pointee.ring.take()
     let node = _Node.make(
-      key: key, value: value, metadata: metadata, recency: 0, slot: position, hash: hash,
-      version: version, older: old?.bits ?? 0, memory: memory)
+      key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt, recency: 0,
+      slot: position, hash: hash, version: version, older: old?.bits ?? 0, memory: memory)
     writer.pointee.ring.place(node.bits, at: position)
     return node
   }

@@ -35,6 +35,7 @@ import Synchronization
 /// | 16… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
 /// | then | `cost` (absent: 0) | ``costFlag`` | immutable once linked |
 /// | then | `writtenAt`, nanoseconds since the store's origin (absent: 0) | ``writtenAtFlag`` | immutable once linked |
+/// | then | `idleExpiresAt`: when the entry expires unless it is read before (absent: never) | ``idleFlag`` | atomic; readers push it back |
 @usableFromInline
 struct _Node<Key: Hashable, Value> {
   @usableFromInline let raw: UnsafeMutableRawPointer
@@ -84,6 +85,8 @@ struct _Node<Key: Hashable, Value> {
   static var costFlag: UInt64 { 8 }
   @inlinable @inline(__always)
   static var writtenAtFlag: UInt64 { 16 }
+  @inlinable @inline(__always)
+  static var idleFlag: UInt64 { 32 }
 
   /// Where the metadata of a node that carries it starts.
   @inlinable @inline(__always)
@@ -93,15 +96,16 @@ struct _Node<Key: Hashable, Value> {
 
   /// The stamp flags of a node carrying `metadata`: which optional fields it stores.
   @inlinable @inline(__always)
-  static func flags(for metadata: _EntryMetadata) -> UInt64 {
+  static func flags(for metadata: _EntryMetadata, idleExpiresAt: Int64 = .max) -> UInt64 {
     metadataFlag | (metadata.expiresAt != .max ? expiryFlag : 0)
       | (metadata.cost != 0 ? costFlag : 0) | (metadata.writtenAt != 0 ? writtenAtFlag : 0)
+      | (idleExpiresAt != .max ? idleFlag : 0)
   }
 
   /// The size of a node holding a value and metadata with the stamp flags `flags`.
   @inlinable @inline(__always)
   static func metadataNodeSize(flags: UInt64) -> Int {
-    metadataOffset + 16 + 8 * (flags >> 2 & 7).nonzeroBitCount
+    metadataOffset + 16 + 8 * (flags >> 2 & 15).nonzeroBitCount
   }
 
   // MARK: Making and destroying
@@ -127,14 +131,16 @@ struct _Node<Key: Hashable, Value> {
     return node
   }
 
-  /// A node holding `value` and `metadata`, not linked yet, in `memory` (a spare block of at
-  /// least ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
+  /// A node holding `value`, `metadata` and the idle deadline `idleExpiresAt` (`Int64.max`:
+  /// none), not linked yet, in `memory` (a spare block of at least
+  /// ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
   @inlinable
   static func make(
-    key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int, hash: Int,
-    version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
+    key: Key, value: Value, metadata: _EntryMetadata, idleExpiresAt: Int64 = .max,
+    recency: UInt32, slot: Int, hash: Int, version: UInt64, older: Int,
+    memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
-    let flags = self.flags(for: metadata)
+    let flags = self.flags(for: metadata, idleExpiresAt: idleExpiresAt)
     let node = allocate(
       byteCount: metadataNodeSize(flags: flags), version: version, flags: flags, older: older,
       memory: memory)
@@ -153,7 +159,14 @@ struct _Node<Key: Hashable, Value> {
       field.storeBytes(of: metadata.cost, as: Int.self)
       field += 8
     }
-    if flags & writtenAtFlag != 0 { field.storeBytes(of: metadata.writtenAt, as: Int64.self) }
+    if flags & writtenAtFlag != 0 {
+      field.storeBytes(of: metadata.writtenAt, as: Int64.self)
+      field += 8
+    }
+    if flags & idleFlag != 0 {
+      field.bindMemory(to: Atomic<Int64>.self, capacity: 1).initialize(
+        to: Atomic(idleExpiresAt))
+    }
     return node
   }
 
@@ -201,7 +214,7 @@ struct _Node<Key: Hashable, Value> {
     }
     if hasMetadata {
       return _Node.make(
-        key: key.pointee, value: value.pointee, metadata: metadata,
+        key: key.pointee, value: value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt,
         recency: recency.pointee.load(ordering: .relaxed), slot: slot,
         hash: storedHash.unsafelyUnwrapped, version: version, older: older, memory: memory)
     }
@@ -280,7 +293,7 @@ struct _Node<Key: Hashable, Value> {
   /// Where the optional metadata field `flag` is, given the stamp.
   @inlinable @inline(__always)
   func _field(_ flag: UInt64, stamp: UInt64) -> UnsafeMutableRawPointer {
-    raw + _Node.metadataOffset + 16 + 8 * (stamp & (flag &- 1) & 0b11100).nonzeroBitCount
+    raw + _Node.metadataOffset + 16 + 8 * (stamp & (flag &- 1) & 0b111100).nonzeroBitCount
   }
 
   /// When the entry expires (`Int64.max`: never); only on a node that ``hasMetadata``.
@@ -306,6 +319,54 @@ struct _Node<Key: Hashable, Value> {
     let stamp = self.stamp
     guard stamp & _Node.writtenAtFlag != 0 else { return 0 }
     return _field(_Node.writtenAtFlag, stamp: stamp).load(as: Int64.self)
+  }
+
+  /// When the entry expires unless it is read before (`Int64.max`: never); only on a node that
+  /// ``hasMetadata``. Readers push it back (see ``renewIdle(until:)``).
+  @inlinable @inline(__always)
+  var idleExpiresAt: Int64 {
+    let stamp = self.stamp
+    guard stamp & _Node.idleFlag != 0 else { return .max }
+    return _field(_Node.idleFlag, stamp: stamp).assumingMemoryBound(to: Atomic<Int64>.self)
+      .pointee.load(ordering: .relaxed)
+  }
+
+  /// Whether the entry expires unless it is read (it has an ``idleExpiresAt``).
+  @inlinable @inline(__always)
+  var expiresWhenIdle: Bool { stamp & _Node.idleFlag != 0 }
+
+  /// Pushes ``idleExpiresAt`` back to `deadline` if that is at least `granule` later: a read
+  /// of a node that ``expiresWhenIdle``. Hot entries store once per granule, not per read.
+  /// Racing readers may store out of order; the deadline kept is one of theirs, never earlier
+  /// than the one before (a reader that would move it back does not store).
+  @inlinable @inline(__always)
+  func renewIdle(until deadline: Int64, granule: Int64) {
+    let field = _field(_Node.idleFlag, stamp: stamp).assumingMemoryBound(to: Atomic<Int64>.self)
+    var current = field.pointee.load(ordering: .relaxed)
+    while deadline &- current >= granule {
+      let (exchanged, original) = field.pointee.weakCompareExchange(
+        expected: current, desired: deadline, ordering: .relaxed)
+      if exchanged { return }
+      current = original
+    }
+  }
+
+  /// When the entry expires: the earlier of its time to live and its idle deadline
+  /// (`Int64.max`: never); only on a node that ``hasMetadata``.
+  @inlinable @inline(__always)
+  var deadline: Int64 {
+    let stamp = self.stamp
+    var deadline = Int64.max
+    if stamp & _Node.expiryFlag != 0 {
+      deadline = _field(_Node.expiryFlag, stamp: stamp).load(as: Int64.self)
+    }
+    if stamp & _Node.idleFlag != 0 {
+      deadline = Swift.min(
+        deadline,
+        _field(_Node.idleFlag, stamp: stamp).assumingMemoryBound(to: Atomic<Int64>.self).pointee
+          .load(ordering: .relaxed))
+    }
+    return deadline
   }
 
   /// The entry's recency word (see ``_Recency``); only on a node that ``hasMetadata``.
@@ -374,7 +435,8 @@ func _roundUp(_ value: Int, toMultipleOf alignment: Int) -> Int {
 @usableFromInline
 struct _EntryMetadata {
   @usableFromInline var writtenAt: Int64
-  /// `Int64.max`: never.
+  /// When its time to live ends; `Int64.max`: never. (Its idle deadline, which reads move,
+  /// is kept apart: see ``_Node/idleExpiresAt``.)
   @usableFromInline var expiresAt: Int64
   @usableFromInline var cost: Int
 

@@ -236,11 +236,19 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       cost: cost)
   }
 
+  /// The idle deadline of an entry written or touched now (`Int64.max`: none, without a time to
+  /// idle).
+  @inlinable @inline(__always)
+  var idleDeadline: Int64 {
+    guard let idle = policy.expiry.idleLifetime else { return .max }
+    return now.addingSaturating(idle)
+  }
+
   /// The current node of `key` unless it is absent or expired (then it is removed as such).
   @inlinable
   mutating func liveNode(_ key: Key, in store: MemoryStore<Key, Value>) -> _Node<Key, Value>? {
     guard let node = store._table.stagedNode(forKey: key) else { return nil }
-    guard node.expiresAt > now else {
+    guard node.deadline > now else {
       remove(key, reason: .expired, in: store)
       return nil
     }
@@ -283,7 +291,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func set(
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
-    let (old, node) = store._table.stageSet(key, value, metadata: metadata)
+    let (old, node) = store._table.stageSet(
+      key, value, metadata: metadata, idleExpiresAt: idleDeadline)
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
     return (
       noteSet(key, value, replacing: old, hash: node.storedHash), node.hasMetadata ? node.slot : -1
@@ -291,14 +300,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   }
 
   /// Accounts for and logs `key` → `value`, just staged without metadata in place of
-  /// `previous`; returns `previous`. `hash` is `key.hashValue` if the caller has it, read only
-  /// if the change is logged.
+  /// `previous`; returns `previous`. `hash` is `key.hashValue` if the caller has it.
   @inlinable @inline(__always)
   mutating func noteSet(
-    _ key: Key, _ value: Value, replacingValue previous: Value?, hash: @autoclosure () -> Int?
+    _ key: Key, _ value: Value, replacingValue previous: Value?, hash: Int?
   ) -> Value? {
     changed = true
-    if access.state.logWrite(key, value, previous: previous, reason: reason, hash: hash()) {
+    if access.state.logWrite(key, value, previous: previous, reason: reason, hash: hash) {
       deliversRemovals = true
     }
     return previous
@@ -306,17 +314,16 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   /// Accounts for and logs `key` → `value`, just staged in place of `old`; returns the live
   /// value it replaced (an expired one is logged as removed by expiry first). `hash` is
-  /// `key.hashValue` if the caller has it, read only if the change is logged.
+  /// `key.hashValue` if the caller has it.
   @inlinable @inline(__always)
   mutating func noteSet(
-    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?,
-    hash: @autoclosure () -> Int?
+    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?, hash: Int?
   ) -> Value? {
     guard let old, !old.isTombstone else {
-      return noteSet(key, value, replacingValue: nil, hash: hash())
+      return noteSet(key, value, replacingValue: nil, hash: hash)
     }
-    guard old.hasMetadata && old.expiresAt <= now else {
-      return noteSet(key, value, replacingValue: old.value.pointee, hash: hash())
+    guard old.hasMetadata && old.deadline <= now else {
+      return noteSet(key, value, replacingValue: old.value.pointee, hash: hash)
     }
     // It replaces an entry that had expired: that entry's removal comes first.
     changed = true
@@ -336,7 +343,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     var metadata = node.metadata
     if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
     let value = node.value.pointee
-    let (old, new) = store._table.stageSet(key, value, metadata: metadata)
+    // A touch is a use: it renews the idle deadline too.
+    let (old, new) = store._table.stageSet(
+      key, value, metadata: metadata, idleExpiresAt: idleDeadline)
     policy.track(new, replacing: old, count: store._table.stagedCount)
     changed = true
     protected = new.slot
@@ -385,7 +394,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   ) -> Value? {
     if carriesMetadata { policy.untrack(old) }
     changed = true
-    if reason == .expired || (checksExpiry && old.expiresAt <= now) {
+    if reason == .expired || (checksExpiry && old.deadline <= now) {
       noteExpired(key(), old.value.pointee, hash: old.storedHash)
       return nil
     }

@@ -25,6 +25,9 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
   /// the write lock, when the first decider is set.
   @usableFromInline let keepsWriteTimes = Atomic(false)
+  /// ``MemoryStore/timeToIdle`` in nanoseconds (0: none), for a read to push an entry's idle
+  /// deadline back.
+  @usableFromInline let idleLifetime = Atomic<Int64>(0)
 
   @usableFromInline init() {}
 }

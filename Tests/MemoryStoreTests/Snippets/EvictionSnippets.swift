@@ -111,6 +111,24 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(redirected, "a removed session is not brought back")
   }
 
+  @Test func timeToIdle() {
+    struct Session: Sendable, Equatable {
+      var user: String
+    }
+    let id = "session-1"
+    let session = Session(user: "ada")
+    var served: [Session] = []
+    func serve(_ session: Session) { served.append(session) }
+
+    // "Time to idle"
+    let active = MemoryStore<String, Session>(name: "active sessions")
+    active.timeToIdle = .seconds(1_800)
+    active[id] = session
+    if let session = active[id] { serve(session) }  // renewed: 30 minutes from now
+
+    #expect(served == [session] && active.timeToIdle == .seconds(1_800))
+  }
+
   @Test func timeToLiveExpiresOnTheStoresClock() {
     // The same lines on a manual clock, where the times in the comments can be checked.
     let clock = ManualScheduler()
