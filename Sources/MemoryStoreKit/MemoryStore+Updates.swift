@@ -49,7 +49,8 @@ extension MemoryStore {
       // Absent and left absent: the read alone is the whole operation.
       if version == nil && value == nil { return result }
       let cost = value.flatMap { _weigh(key, $0) }
-      let applied = _transact { $0.replace([(key, value, version, cost)], in: self) }
+      let lifetime = value.flatMap { _lifetime(key, $0) }
+      let applied = _transact { $0.replace([(key, value, version, cost, lifetime)], in: self) }
       if applied { return result }
     }
   }
@@ -160,7 +161,7 @@ extension MemoryStore {
         let done = merged[key].unsafelyUnwrapped
         return (
           key: key, value: Optional(done.value), expected: done.expected,
-          cost: _weigh(key, done.value)
+          cost: _weigh(key, done.value), timeToLive: _lifetime(key, done.value)
         )
       }
       let applied = _transact { $0.replace(entries, in: self) }

@@ -374,7 +374,8 @@ extension MemoryStore {
   public func addEntries(_ entries: [Key: Value]) {
     guard !entries.isEmpty else { return }
     let costs = _weighAll(entries)
-    _transact { $0.setAll(entries, costs: costs, in: self) }
+    let lifetimes = _lifetimesAll(entries)
+    _transact { $0.setAll(entries, costs: costs, lifetimes: lifetimes, in: self) }
   }
 
   /// Removes every key in `keys` as one atomic, ordered write. Absent keys are ignored.
@@ -585,6 +586,7 @@ extension MemoryStore {
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value {
     let cost = cost ?? _weigh(key, value) ?? 0
+    let timeToLive = timeToLive ?? _lifetime(key, value)
     return _transact(timeToLive: timeToLive, activatingPolicy: cost != 0 || timeToLive != nil) {
       write in
       if let existing = write.liveNode(key, in: self) { return existing.value.pointee }

@@ -21,6 +21,7 @@ extension MemoryStore {
   struct _UserFunctions: Sendable {
     var evictionDecider: EvictionDecider?
     var entryCost: EntryCost?
+    var entryTimeToLive: EntryTimeToLive?
   }
 
   /// Creates an empty store whose entries an eviction decider can remove.

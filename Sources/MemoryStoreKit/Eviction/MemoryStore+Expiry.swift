@@ -29,6 +29,88 @@ extension MemoryStore {
     }
   }
 
+  /// A rule that gives each entry its own time to live from its key and value: a token that
+  /// expires when its own `exp` says, a quote that lives less after the market closes.
+  /// Returning `nil` leaves the entry to ``defaultTimeToLive``.
+  ///
+  /// It runs outside every lock, on the writing thread, for every write that gives no time to
+  /// live of its own: the subscript, ``updateValue(_:forKey:)``, ``addEntries(_:)``,
+  /// ``setValue(_:forKey:cost:timeToLive:)`` without `timeToLive`, get-or-create and
+  /// get-or-load without `timeToLive`, ``update(forKey:_:)``, `merge(_:uniquingKeysWith:)` and
+  /// a persistence manager's `load()`. It may run more than once for one write (a
+  /// read-modify-write that runs again). It must be a fast, pure function, and it must not wait
+  /// for the store.
+  public typealias EntryTimeToLive = @Sendable (Key, Value) -> Duration?
+
+  /// The store's rule for each entry's time to live (see ``EntryTimeToLive``); `nil` (the
+  /// default) for none.
+  ///
+  /// ```swift
+  /// tokens.entryTimeToLive = { _, token in token.expiresAt - .now }
+  /// tokens[userID] = token   // lives until the token's own expiry
+  /// ```
+  ///
+  /// - **Updates recompute it.** ``update(forKey:_:)`` and `merge(_:uniquingKeysWith:)` give
+  ///   the entry the time to live the rule returns for its new value; where the rule returns
+  ///   `nil` they keep the entry's deadline, as they do without a rule.
+  /// - **Not on reads.** The rule never runs when an entry is read: a read takes no lock and
+  ///   calls no code of yours, and a rule there would make every hit pay for a call. For an
+  ///   entry that reads keep alive, set ``timeToIdle``; the entry then expires at whichever
+  ///   comes first.
+  ///
+  /// Entries written before it is set keep their deadlines. Setting it makes entries carry
+  /// their metadata, as a first limit does. Thread-safe.
+  public var entryTimeToLive: EntryTimeToLive? {
+    get { _functions.withLock { $0.entryTimeToLive } }
+    set {
+      if newValue != nil {
+        _transact(activatingPolicy: true) { _ in
+          _signals.timesEntries.store(true, ordering: .relaxed)
+        }
+      }
+      // As for `entryCost`: the flag is set under the function's lock, and the function
+      // replaced is released after unlocking.
+      let replaced = _functions.withLock { functions in
+        defer {
+          functions.entryTimeToLive = newValue
+          _signals.rulesLifetimes.store(newValue != nil, ordering: .relaxed)
+        }
+        return functions.entryTimeToLive
+      }
+      withExtendedLifetime(replaced) {}
+    }
+  }
+
+  /// The time to live of `value` for `key` by ``entryTimeToLive``, or `nil` without one (or
+  /// where it returns `nil`). Runs user code: call it outside every lock.
+  @inlinable @inline(__always)
+  func _lifetime(_ key: Key, _ value: Value) -> Duration? {
+    guard _signals.rulesLifetimes.load(ordering: .relaxed) else { return nil }
+    return _lifetimeSlow(key, value)
+  }
+
+  @usableFromInline
+  func _lifetimeSlow(_ key: Key, _ value: Value) -> Duration? {
+    guard let rule = _functions.withLock({ $0.entryTimeToLive }) else { return nil }
+    return rule(key, value)
+  }
+
+  /// The times to live of `entries` by ``entryTimeToLive``, or `nil` without one. Runs user
+  /// code: call it outside every lock.
+  @inlinable
+  func _lifetimesAll(_ entries: [Key: Value]) -> [Key: Duration]? {
+    guard _signals.rulesLifetimes.load(ordering: .relaxed) else { return nil }
+    return _lifetimesAllSlow(entries)
+  }
+
+  @usableFromInline
+  func _lifetimesAllSlow(_ entries: [Key: Value]) -> [Key: Duration]? {
+    guard let rule = _functions.withLock({ $0.entryTimeToLive }) else { return nil }
+    var lifetimes: [Key: Duration] = [:]
+    for (key, value) in entries { lifetimes[key] = rule(key, value) }
+    return lifetimes
+  }
+
   /// How long an entry lives after it was last read or written: an idle (sliding) timeout,
   /// for sessions and tokens that stay while they are used. `nil` (the default): entries
   /// never expire for being idle.

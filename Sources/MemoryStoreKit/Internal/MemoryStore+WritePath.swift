@@ -180,6 +180,11 @@ extension MemoryStore {
     if cost == nil && _signals.weighs.load(ordering: .relaxed) {
       entryCost = _weighSlow(key, newValue) ?? 0
     }
+    // Likewise for the lifetime rule.
+    var timeToLive = timeToLive
+    if timeToLive == nil && _signals.rulesLifetimes.load(ordering: .relaxed) {
+      timeToLive = _lifetimeSlow(key, newValue)
+    }
     return _setKeyed(
       key, newValue, cost: entryCost, timeToLive: timeToLive, activatingPolicy: activatingPolicy)
   }

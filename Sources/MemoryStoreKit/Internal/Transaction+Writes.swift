@@ -1,33 +1,40 @@
 /// The writes of several entries, shared by more than one entry point.
 extension _Transaction {
   /// Stages every entry of `entries`, each with its cost in `costs` (0 if absent or `nil`)
-  /// and the default time to live.
+  /// and its time to live in `lifetimes` (the default if absent or `nil`).
   @inlinable
   mutating func setAll(
-    _ entries: [Key: Value], costs: [Key: Int]?, in store: MemoryStore<Key, Value>
+    _ entries: [Key: Value], costs: [Key: Int]?, lifetimes: [Key: Duration]? = nil,
+    in store: MemoryStore<Key, Value>
   ) {
     var entryMetadata = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
+    let defaultExpiry = entryMetadata?.expiresAt ?? .max
     for (key, value) in entries {
       if let costs { entryMetadata?.cost = costs[key] ?? 0 }
+      if let lifetimes {
+        entryMetadata?.expiresAt =
+          lifetimes[key].map { now.addingSaturating($0.nanoseconds) } ?? defaultExpiry
+      }
       _ = set(key, value, entryMetadata, in: store)
     }
   }
 
   /// Stages `entries`, read outside the lock, all or none: only if every key still holds the
   /// entry it was read with (`expected`, its version; `nil`: absent). A value `nil` removes the
-  /// key; a live entry keeps its deadline and, unless `cost` is given, its cost.
+  /// key; a live entry keeps its deadline unless `timeToLive` is given (by the store's
+  /// lifetime rule), and its cost unless `cost` is given.
   ///
   /// - Returns: Whether they were staged.
   @inlinable
   mutating func replace(
-    _ entries: [(key: Key, value: Value?, expected: UInt64?, cost: Int?)],
+    _ entries: [(key: Key, value: Value?, expected: UInt64?, cost: Int?, timeToLive: Duration?)],
     in store: MemoryStore<Key, Value>
   ) -> Bool {
     for entry in entries where liveNode(entry.key, in: store)?.version != entry.expected {
       return false
     }
     let fresh = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
-    for (key, value, expected, cost) in entries {
+    for (key, value, expected, cost, timeToLive) in entries {
       guard let value else {
         remove(key, reason: reason, in: store)
         continue
@@ -38,6 +45,7 @@ extension _Transaction {
         kept?.cost = node.cost
       }
       if let cost { kept?.cost = cost }
+      if let timeToLive { kept?.expiresAt = now.addingSaturating(timeToLive.nanoseconds) }
       let applied = set(key, value, kept, in: store)
       if entries.count == 1 { protected = applied.position }
     }

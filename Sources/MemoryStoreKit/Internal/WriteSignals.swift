@@ -22,6 +22,9 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// Whether the store has a cost function: read by writers before they lock, to weigh their
   /// values outside every lock.
   @usableFromInline let weighs = Atomic(false)
+  /// Whether the store has an ``MemoryStore/entryTimeToLive`` rule: read by writers before
+  /// they lock, to run it outside every lock.
+  @usableFromInline let rulesLifetimes = Atomic(false)
   /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
   /// the write lock, when the first decider is set.
   @usableFromInline let keepsWriteTimes = Atomic(false)

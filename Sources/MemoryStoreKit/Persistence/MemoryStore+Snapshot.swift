@@ -44,8 +44,9 @@ extension MemoryStore {
   /// of them the store holds once the write's evictions are done.
   func _merge(_ entries: [Key: Value], reason: ChangeReason) -> Int {
     let costs = _weighAll(entries)
+    let lifetimes = _lifetimesAll(entries)
     return _transact(reason) { write in
-      write.setAll(entries, costs: costs, in: self)
+      write.setAll(entries, costs: costs, lifetimes: lifetimes, in: self)
       // Limits may evict some: only a store with a policy has any.
       guard write.carriesMetadata else { return entries.count }
       write.end(.toLimits, in: self)

@@ -111,6 +111,23 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(redirected, "a removed session is not brought back")
   }
 
+  @Test func timeToLivePerEntry() {
+    struct Token: Sendable, Equatable {
+      var expiresAt: ContinuousClock.Instant
+    }
+    let userID = "ada"
+    let token = Token(expiresAt: .now + .seconds(60))
+    let tokens = MemoryStore<String, Token>(name: "tokens")
+
+    // "A time to live per entry"
+    tokens.entryTimeToLive = { _, token in token.expiresAt - .now }
+    tokens[userID] = token  // lives until the token's own expiry
+
+    #expect(tokens[userID] == token && tokens.entryTimeToLive != nil)
+    tokens[userID] = Token(expiresAt: .now - .seconds(1))  // already expired: gone at once
+    #expect(tokens[userID] == nil)
+  }
+
   @Test func timeToIdle() {
     struct Session: Sendable, Equatable {
       var user: String
