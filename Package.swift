@@ -40,6 +40,11 @@ let package = Package(
       path: "Examples/Eviction"
     ),
     .executableTarget(
+      name: "SessionStore",
+      dependencies: ["MemoryStoreKit"],
+      path: "Examples/SessionStore"
+    ),
+    .executableTarget(
       name: "MemoryStoreBenchmark",
       dependencies: ["MemoryStoreKit"],
       path: "Benchmarks/MemoryStoreBenchmark"
