@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Testing) import MemoryStoreKit
 import Synchronization
 import Testing
@@ -8,7 +9,7 @@ extension StoreContractTests {
   @Suite("Eviction: a time to live per entry") struct EntryTimeToLive {
     /// A token that says, in seconds from its write, how long it is valid; 0: no expiry of its
     /// own.
-    struct Token: Sendable, Equatable {
+    struct Token: Codable, Sendable, Equatable {
       var validFor: Int
     }
 
@@ -117,6 +118,22 @@ extension StoreContractTests {
       clock.move(by: .seconds(1_000))
       #expect(store["b"] == 1, "no rule, no default: it never expires")
       #expect(store._policyMismatch() == nil)
+    }
+
+    @Test func aLoadGivesEachEntryWhatTheRuleSaysAndItsIdleTimeStartsThere() throws {
+      let directory = TemporaryDirectory()
+      let saved = MemoryStore<String, Token>()
+      saved.addEntries(["short": Token(validFor: 5), "long": Token(validFor: 50)])
+      try PersistenceManager(store: saved, fileURL: directory.file()).save()
+      let clock = HeldScheduler()
+      let (store, calls) = Self.tokens(clock)
+      store.timeToIdle = .seconds(20)
+      try PersistenceManager(store: store, fileURL: directory.file()).load()
+      #expect(calls.value == 2)
+      clock.move(by: .seconds(5))
+      #expect(store.keys == ["long"], "its own 5 s")
+      clock.move(by: .seconds(15))
+      #expect(store.isEmpty, "idle since the load for 20 s")
     }
 
     @Test func combinedWithATimeToIdleTheFirstDeadlineWins() {
