@@ -48,9 +48,10 @@ extension MemoryStore {
       let result = try body(&value)
       // Absent and left absent: the read alone is the whole operation.
       if version == nil && value == nil { return result }
-      let cost = value.flatMap { _weigh(key, $0) }
-      let lifetime = value.flatMap { _lifetime(key, $0) }
-      let applied = _transact { $0.replace([(key, value, version, cost, lifetime)], in: self) }
+      let terms = value.map { _terms(key, $0) }
+      let applied = _transact {
+        $0.replace([(key, value, version, terms?.cost, terms?.timeToLive)], in: self)
+      }
       if applied { return result }
     }
   }
@@ -159,9 +160,10 @@ extension MemoryStore {
       }
       let entries = keys.map { key in
         let done = merged[key].unsafelyUnwrapped
+        let terms = _terms(key, done.value)
         return (
-          key: key, value: Optional(done.value), expected: done.expected,
-          cost: _weigh(key, done.value), timeToLive: _lifetime(key, done.value)
+          key: key, value: Optional(done.value), expected: done.expected, cost: terms.cost,
+          timeToLive: terms.timeToLive
         )
       }
       let applied = _transact { $0.replace(entries, in: self) }

@@ -373,9 +373,8 @@ extension MemoryStore {
   @inlinable
   public func addEntries(_ entries: [Key: Value]) {
     guard !entries.isEmpty else { return }
-    let costs = _weighAll(entries)
-    let lifetimes = _lifetimesAll(entries)
-    _transact { $0.setAll(entries, costs: costs, lifetimes: lifetimes, in: self) }
+    let terms = _termsAll(entries)
+    _transact { $0.setAll(entries, costs: terms.costs, lifetimes: terms.lifetimes, in: self) }
   }
 
   /// Removes every key in `keys` as one atomic, ordered write. Absent keys are ignored.
@@ -585,8 +584,9 @@ extension MemoryStore {
   func _insertIfAbsent(
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
   ) -> Value {
-    let cost = cost ?? _weigh(key, value) ?? 0
-    let timeToLive = timeToLive ?? _lifetime(key, value)
+    let terms = _terms(key, value, cost: cost, timeToLive: timeToLive)
+    let cost = terms.cost ?? 0
+    let timeToLive = terms.timeToLive
     return _transact(timeToLive: timeToLive, activatingPolicy: cost != 0 || timeToLive != nil) {
       write in
       if let existing = write.liveNode(key, in: self) { return existing.value.pointee }

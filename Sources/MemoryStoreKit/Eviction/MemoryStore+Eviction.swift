@@ -22,6 +22,10 @@ extension MemoryStore {
     var evictionDecider: EvictionDecider?
     var entryCost: EntryCost?
     var entryTimeToLive: EntryTimeToLive?
+
+    /// Whether a write must run a function of the entry before it locks (see
+    /// ``MemoryStore/_terms(_:_:cost:timeToLive:)``).
+    var judgesEntries: Bool { entryCost != nil || entryTimeToLive != nil }
   }
 
   /// Creates an empty store whose entries an eviction decider can remove.

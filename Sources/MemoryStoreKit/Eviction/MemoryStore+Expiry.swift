@@ -73,42 +73,12 @@ extension MemoryStore {
       let replaced = _functions.withLock { functions in
         defer {
           functions.entryTimeToLive = newValue
-          _signals.rulesLifetimes.store(newValue != nil, ordering: .relaxed)
+          _signals.judgesEntries.store(functions.judgesEntries, ordering: .relaxed)
         }
         return functions.entryTimeToLive
       }
       withExtendedLifetime(replaced) {}
     }
-  }
-
-  /// The time to live of `value` for `key` by ``entryTimeToLive``, or `nil` without one (or
-  /// where it returns `nil`). Runs user code: call it outside every lock.
-  @inlinable @inline(__always)
-  func _lifetime(_ key: Key, _ value: Value) -> Duration? {
-    guard _signals.rulesLifetimes.load(ordering: .relaxed) else { return nil }
-    return _lifetimeSlow(key, value)
-  }
-
-  @usableFromInline
-  func _lifetimeSlow(_ key: Key, _ value: Value) -> Duration? {
-    guard let rule = _functions.withLock({ $0.entryTimeToLive }) else { return nil }
-    return rule(key, value)
-  }
-
-  /// The times to live of `entries` by ``entryTimeToLive``, or `nil` without one. Runs user
-  /// code: call it outside every lock.
-  @inlinable
-  func _lifetimesAll(_ entries: [Key: Value]) -> [Key: Duration]? {
-    guard _signals.rulesLifetimes.load(ordering: .relaxed) else { return nil }
-    return _lifetimesAllSlow(entries)
-  }
-
-  @usableFromInline
-  func _lifetimesAllSlow(_ entries: [Key: Value]) -> [Key: Duration]? {
-    guard let rule = _functions.withLock({ $0.entryTimeToLive }) else { return nil }
-    var lifetimes: [Key: Duration] = [:]
-    for (key, value) in entries { lifetimes[key] = rule(key, value) }
-    return lifetimes
   }
 
   /// How long an entry lives after it was last read or written: an idle (sliding) timeout,

@@ -91,7 +91,7 @@ extension MemoryStore {
       let replaced = _functions.withLock { functions in
         defer {
           functions.entryCost = newValue
-          _signals.weighs.store(newValue != nil, ordering: .relaxed)
+          _signals.judgesEntries.store(functions.judgesEntries, ordering: .relaxed)
         }
         return functions.entryCost
       }
@@ -106,37 +106,6 @@ extension MemoryStore {
   /// `cost` within 0...``_maximumCost``.
   @inlinable @inline(__always)
   static func _clampedCost(_ cost: Int) -> Int { min(max(cost, 0), _maximumCost) }
-
-  /// The cost of `value` for `key` by ``entryCost``, or `nil` without one. Runs user code:
-  /// call it outside every lock.
-  @inlinable @inline(__always)
-  func _weigh(_ key: Key, _ value: Value) -> Int? {
-    guard _signals.weighs.load(ordering: .relaxed) else { return nil }
-    return _weighSlow(key, value)
-  }
-
-  @usableFromInline
-  func _weighSlow(_ key: Key, _ value: Value) -> Int? {
-    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
-    return Self._clampedCost(entryCost(key, value))
-  }
-
-  /// The costs of `entries` by ``entryCost``, or `nil` without one. Runs user code: call it
-  /// outside every lock.
-  @inlinable
-  func _weighAll(_ entries: [Key: Value]) -> [Key: Int]? {
-    guard _signals.weighs.load(ordering: .relaxed) else { return nil }
-    return _weighAllSlow(entries)
-  }
-
-  @usableFromInline
-  func _weighAllSlow(_ entries: [Key: Value]) -> [Key: Int]? {
-    guard let entryCost = _functions.withLock({ $0.entryCost }) else { return nil }
-    var costs: [Key: Int] = [:]
-    costs.reserveCapacity(entries.count)
-    for (key, value) in entries { costs[key] = Self._clampedCost(entryCost(key, value)) }
-    return costs
-  }
 
   /// Inserts or replaces the value for `key` with a cost and a time to live, and returns the
   /// value it replaced.

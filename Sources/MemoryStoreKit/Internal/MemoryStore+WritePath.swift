@@ -162,7 +162,8 @@ extension MemoryStore {
   /// Sets (`newValue` non-`nil`) or removes `key`, and returns the value it replaced or
   /// removed: the subscript's, `updateValue`'s, `removeValue`'s and `setValue`'s write.
   ///
-  /// `cost` `nil` weighs the value with ``entryCost`` (before locking), or gives 0.
+  /// `cost` and `timeToLive` `nil` take what ``entryCost`` and ``entryTimeToLive`` give
+  /// (before locking), or the defaults.
   @inlinable @inline(__always)
   func _performKeyed(
     _ key: Key, _ newValue: Value?, cost: Int? = nil, timeToLive: Duration? = nil,
@@ -175,18 +176,12 @@ extension MemoryStore {
       if plain.isDone { return plain.previous }
     }
     guard let newValue else { return _removeKeyed(key) }
-    // Weighed only with a cost function: one relaxed load otherwise.
-    var entryCost = cost ?? 0
-    if cost == nil && _signals.weighs.load(ordering: .relaxed) {
-      entryCost = _weighSlow(key, newValue) ?? 0
-    }
-    // Likewise for the lifetime rule.
-    var timeToLive = timeToLive
-    if timeToLive == nil && _signals.rulesLifetimes.load(ordering: .relaxed) {
-      timeToLive = _lifetimeSlow(key, newValue)
-    }
+    // The store's functions of the entry, for what the caller did not give: one relaxed load
+    // without any.
+    let terms = _terms(key, newValue, cost: cost, timeToLive: timeToLive)
     return _setKeyed(
-      key, newValue, cost: entryCost, timeToLive: timeToLive, activatingPolicy: activatingPolicy)
+      key, newValue, cost: terms.cost ?? 0, timeToLive: terms.timeToLive,
+      activatingPolicy: activatingPolicy)
   }
 
   /// The write of a key in a store without a policy: the one write that does not make a

@@ -19,12 +19,10 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// The current second since creation, plus one, for reads to record; 0 while no decider
   /// needs read times.
   @usableFromInline let readTick = Atomic<UInt32>(0)
-  /// Whether the store has a cost function: read by writers before they lock, to weigh their
-  /// values outside every lock.
-  @usableFromInline let weighs = Atomic(false)
-  /// Whether the store has an ``MemoryStore/entryTimeToLive`` rule: read by writers before
-  /// they lock, to run it outside every lock.
-  @usableFromInline let rulesLifetimes = Atomic(false)
+  /// Whether the store has a function of each entry, ``MemoryStore/entryCost`` or
+  /// ``MemoryStore/entryTimeToLive``: read by writers before they lock, to run them outside
+  /// every lock. Set under the functions' lock, with them.
+  @usableFromInline let judgesEntries = Atomic(false)
   /// Whether entries keep their write time: only a decider reads it. Set, never cleared, under
   /// the write lock, when the first decider is set.
   @usableFromInline let keepsWriteTimes = Atomic(false)

@@ -43,10 +43,9 @@ extension MemoryStore {
   /// Sets every entry of `entries`, as one atomic write logged with `reason`; returns how many
   /// of them the store holds once the write's evictions are done.
   func _merge(_ entries: [Key: Value], reason: ChangeReason) -> Int {
-    let costs = _weighAll(entries)
-    let lifetimes = _lifetimesAll(entries)
+    let terms = _termsAll(entries)
     return _transact(reason) { write in
-      write.setAll(entries, costs: costs, lifetimes: lifetimes, in: self)
+      write.setAll(entries, costs: terms.costs, lifetimes: terms.lifetimes, in: self)
       // Limits may evict some: only a store with a policy has any.
       guard write.carriesMetadata else { return entries.count }
       write.end(.toLimits, in: self)
