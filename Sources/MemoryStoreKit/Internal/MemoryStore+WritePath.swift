@@ -202,7 +202,7 @@ extension MemoryStore {
       _writer.unlock(access)
       return (false, nil)
     }
-    let logged = access.changes.loggedCount
+    let logged = access.changes.appendCount
     let previous: Value?
     if let newValue {
       previous = _table.stageSet(key, newValue, hash: hash)

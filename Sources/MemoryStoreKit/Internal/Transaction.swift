@@ -91,7 +91,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata
-    logged = access.changes.loggedCount
+    logged = access.changes.appendCount
     self.access = access
   }
 

@@ -101,7 +101,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
 
   /// The number of changes and clears ever logged: a write compares it before and after to
   /// tell whether it logged anything.
-  @usableFromInline private(set) var loggedCount = 0
+  @usableFromInline private(set) var appendCount = 0
 
   /// Appends that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was
   /// present just before this write, `hash` is `key.hashValue` if the caller has it. Out of
@@ -112,7 +112,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int?
   ) {
     if log.count == log.capacity { log = log.grown(minimumCapacity: Self.segmentCapacity) }
-    loggedCount &+= 1
+    appendCount &+= 1
     log.append(
       key,
       _LoggedValue(
@@ -122,7 +122,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Appends a `removeAll()`, with the store's contents just before it.
   @inlinable
   mutating func appendClear(_ contents: _ClearedContents<Key, Value>, _ reason: ChangeReason) {
-    loggedCount &+= 1
+    appendCount &+= 1
     log.clears.append(_LoggedClear(position: log.count, contents: contents, reason: reason))
   }
 
@@ -131,7 +131,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// publishes.
   ///
   /// - Parameters:
-  ///   - logged: ``loggedCount`` when the write began.
+  ///   - logged: ``appendCount`` when the write began.
   ///   - cleared: Whether the write emptied the store: its log entry is sealed at once.
   ///   - deliversRemovals: Whether it logged removals whose delivery must be scheduled.
   @inlinable @inline(__always)
@@ -142,7 +142,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     var followUp: _TrackingFollowUp?
     if cleared {
       followUp = self.followUp(sealing: true)
-    } else if loggedCount != logged {
+    } else if appendCount != logged {
       followUp = followUpIfNeeded()
     }
     if deliversRemovals {
