@@ -1,7 +1,8 @@
 // A session store: sessions end after 30 minutes without a request (a time to idle) or at the
 // end of their own 8-hour login (a time to live per entry, from the session itself), at most
 // 3 are kept (a count limit), logging out removes one, each request's user profile comes
-// through a bulk get-or-load, and a restart restores the sessions from a snapshot. Time comes
+// through a bulk get-or-load, and a restart restores the sessions from a snapshot with the idle
+// time each had left. Time comes
 // from a ManualScheduler, so the hours pass at once.
 //
 //     swift run -c release SessionStore
@@ -97,13 +98,20 @@ for line in await ended.value { print("  \(line)") }
 
 print("Restart: save, then load into the store of the next launch")
 login("t-eve", "eve")
+advance(minutes: 20)
+print("  eve's last request was 20 minutes ago: 10 idle minutes left, which the snapshot keeps")
 let directory = FileManager.default.temporaryDirectory
   .appending(path: "MemoryStore-Sessions-\(UUID().uuidString)", directoryHint: .isDirectory)
 let file = directory.appending(path: "sessions.snapshot")
 try PersistenceManager(store: sessions, fileURL: file).save()
 let relaunched = makeSessions()
 try PersistenceManager(store: relaunched, fileURL: file).load()
-print("  restored: \(relaunched.keys.sorted()); eve is still \(relaunched["t-eve"]?.user ?? "?")")
-advance(minutes: 31)
-print("  31 idle minutes later: \(relaunched.keys.sorted())")
+// `allItems` does not renew the session, as a request (the subscript) would.
+print(
+  "  restored: \(relaunched.keys.sorted()); eve is still \(relaunched.allItems["t-eve"]?.user ?? "?")"
+)
+advance(minutes: 9)
+print("  9 idle minutes later: \(relaunched.keys.sorted())")
+advance(minutes: 2)
+print("  2 more: \(relaunched.keys.sorted())")
 try? FileManager.default.removeItem(at: directory)

@@ -20,6 +20,14 @@ struct Tree: Codable, Sendable, Equatable {
   static func leaf(_ label: String) -> Tree { Tree(label: label, children: []) }
 }
 
+/// An entry of format version 2 as the library documents it (SnapshotEntry.swift): the
+/// value, and its cost and deadline (seconds since 1970) where it has them.
+struct SavedEntry: Codable {
+  var value: Tree
+  var cost: Int?
+  var expires: Double?
+}
+
 /// One fixture: its file name, the coder to load it with, the `PersistenceError.Kind` that
 /// loading it must throw (`ok` for the controls, which must load), and what it is.
 struct Fixture {
@@ -201,6 +209,30 @@ func hostileFixtures() throws -> [Fixture] {
   add("valid-json.snapshot", "json", "ok", "control: 3 entries, JSON coder", goodJSON)
   add("valid-binary.snapshot", "binary", "ok", "control: 3 entries, binary coder", goodBinary)
 
+  // Format version 2: each value with its metadata (a cost, a deadline in 2100).
+  let saved = entries.mapValues { SavedEntry(value: $0, cost: 5, expires: 4_102_444_800) }
+  let savedJSON = [UInt8](try JSONSnapshotCoder().encode(saved))
+  let savedBinary = [UInt8](try BinarySnapshotCoder().encode(saved))
+  add(
+    "valid-v2-json.snapshot", "json", "ok",
+    "control: 3 entries with a cost and a deadline, format version 2, JSON coder",
+    FixtureFormat.file(coder: "json", payload: savedJSON, entryCount: count, version: 2))
+  add(
+    "valid-v2-binary.snapshot", "binary", "ok",
+    "control: 3 entries with a cost and a deadline, format version 2, binary coder",
+    FixtureFormat.file(coder: "binary", payload: savedBinary, entryCount: count, version: 2))
+  add(
+    "v2-values-only.snapshot", "json", "decodingFailed",
+    "format version 2 around a payload of values without their metadata",
+    FixtureFormat.file(coder: "json", payload: json, entryCount: count, version: 2))
+  add(
+    "v2-deadline-not-a-time.snapshot", "json", "decodingFailed",
+    "format version 2, a deadline that is a string",
+    FixtureFormat.file(
+      coder: "json",
+      payload: Array(#"{"beta":{"value":{"label":"b","children":[]},"expires":"soon"}}"#.utf8),
+      entryCount: 1, version: 2))
+
   // Truncated at each boundary of the 48-byte header, and in the payload.
   add("empty.snapshot", "json", "truncated", "0 bytes", [])
   add(
@@ -239,8 +271,8 @@ func hostileFixtures() throws -> [Fixture] {
 
   // Header fields.
   add(
-    "version-2.snapshot", "json", "unsupportedVersion", "format version 2, header checksum valid",
-    FixtureFormat.file(coder: "json", payload: json, entryCount: count, version: 2))
+    "version-3.snapshot", "json", "unsupportedVersion", "format version 3, header checksum valid",
+    FixtureFormat.file(coder: "json", payload: json, entryCount: count, version: 3))
   add(
     "version-0.snapshot", "json", "unsupportedVersion", "format version 0, header checksum valid",
     FixtureFormat.file(coder: "json", payload: json, entryCount: count, version: 0))

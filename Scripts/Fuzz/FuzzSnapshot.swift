@@ -54,12 +54,24 @@ public func fuzzOneInput(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
 func fuzzSnapshotFile(_ bytes: [UInt8]) {
   let isBinary = bytes.count >= 20 && bytes[12..<20].elementsEqual(Array("binary\0\0".utf8))
   let manager = isBinary ? binaryManager : jsonManager
-  guard let entries = try? manager._decode(bytes) else { return }
+  guard let decoded = try? manager._decode(bytes) else { return }
   // Round trip: what decoded encodes, and that decodes to the same entries.
   do {
-    let again = try manager.coder.decode(
-      try manager.coder.encode(entries), as: [String: FuzzTree].self)
-    if again != entries { fatalError("round trip changed the entries: \(entries) -> \(again)") }
+    switch decoded {
+    case .values(let entries):
+      let again = try manager.coder.decode(
+        try manager.coder.encode(entries), as: [String: FuzzTree].self)
+      if again != entries { fatalError("round trip changed the entries: \(entries) -> \(again)") }
+    case .entries(let entries):
+      let again = try manager.coder.decode(
+        try manager.coder.encode(entries), as: [String: _SnapshotEntry<FuzzTree>].self)
+      func fields(_ entries: [String: _SnapshotEntry<FuzzTree>]) -> [String: String] {
+        entries.mapValues { "\($0.value) \($0.cost) \($0.expires as Any) \($0.idleExpires as Any)" }
+      }
+      if fields(again) != fields(entries) {
+        fatalError("round trip changed the entries: \(fields(entries)) -> \(fields(again))")
+      }
+    }
   } catch {
     fatalError("decoded entries do not round-trip: \(error)")
   }

@@ -38,9 +38,9 @@ extension StoreContractTests {
     @Test func aFileFromAnotherFormatVersionIsRejected() throws {
       let directory = TemporaryDirectory()
       let error = try StoreContractTests.PersistenceFaults.loadRejects(
-        Self.file(version: 2), in: directory)
+        Self.file(version: 3), in: directory)
       #expect(error.kind == .unsupportedVersion)
-      #expect(error.detail.contains("version 2"))
+      #expect(error.detail.contains("version 3"))
     }
 
     @Test func anAbsurdEntryCountIsRejectedBeforeDecoding() throws {

@@ -25,6 +25,10 @@ struct _Expiry: Sendable {
   @usableFromInline var heapIndex: [Int32] = []
   /// The deadline the expiry timer is armed for, if any.
   @usableFromInline var sweepArmedFor: Int64?
+  /// The versions of the writes of persistence managers' loads since the store was last
+  /// emptied (one per load): an entry whose node has one of them was loaded and not written
+  /// since, and a default time to live or a time to idle set later applies to it too.
+  @usableFromInline var loadVersions: [UInt64] = []
 
   @usableFromInline init() {}
 
@@ -63,6 +67,7 @@ struct _Expiry: Sendable {
   mutating func removeAll() {
     expiries = []
     heapIndex = []
+    loadVersions = []
   }
 
   /// Records that the entry at ring position `from`, which has a deadline, moved to `to`.

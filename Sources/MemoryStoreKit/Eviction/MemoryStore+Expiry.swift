@@ -10,7 +10,9 @@ extension MemoryStore {
   /// sessions.defaultTimeToLive = .seconds(1_800)
   /// ```
   ///
-  /// Applies to writes made after it is set. An expired entry is never returned by any read
+  /// Applies to writes made after it is set, and to the entries a persistence manager's
+  /// `load()` wrote without a time to live and no write has replaced since, whether the load
+  /// came before or after (from the moment it is set, for those: O(*n*) once). An expired entry is never returned by any read
   /// (subscript, ``count``, ``allItems``, ``values(forKeys:)``, a save), even before it is
   /// removed: while any entry has a time to live, a read compares the earliest expiry with
   /// the clock, and the first read or write after an expiry removes the expired entries. A
@@ -22,9 +24,14 @@ extension MemoryStore {
   public var defaultTimeToLive: Duration? {
     get { _writer.withLock { $0.policy.expiry.defaultTimeToLive } }
     set {
-      _transact(activatingPolicy: true) { write in
-        if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+      if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+      // With a time to live, the write reads the clock: loaded entries get deadlines.
+      _transact(timeToLive: newValue) { write in
+        let loaded = newValue == nil ? [] : write.loadedKeys(in: self)
+        write.activatePolicy(in: self)
         write.policy.expiry.defaultTimeToLive = newValue
+        write.giveDeadlines(
+          to: loaded, lifetime: write.policy.expiry.defaultLifetime, idleLifetime: nil, in: self)
       }
     }
   }
@@ -102,16 +109,21 @@ extension MemoryStore {
   /// - **With a time to live**: an entry expires at whichever comes first, its time to live
   ///   (``defaultTimeToLive`` or a write's) or its idle deadline.
   ///
-  /// Applies to entries written after it is set. Expired entries are never returned and are
+  /// Applies to entries written after it is set, and, as ``defaultTimeToLive`` does, to the
+  /// entries a load wrote, whatever the order. Expired entries are never returned and are
   /// removed as those of ``defaultTimeToLive`` are, with reason ``ChangeReason/expired``.
   /// Thread-safe.
   public var timeToIdle: Duration? {
     get { _writer.withLock { $0.policy.expiry.timeToIdle } }
     set {
-      _transact(activatingPolicy: true) { write in
-        if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+      if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+      _transact(timeToLive: newValue) { write in
+        let loaded = newValue == nil ? [] : write.loadedKeys(in: self)
+        write.activatePolicy(in: self)
         write.policy.expiry.timeToIdle = newValue
         _signals.idleLifetime.store(write.policy.expiry.idleLifetime ?? 0, ordering: .relaxed)
+        write.giveDeadlines(
+          to: loaded, lifetime: nil, idleLifetime: write.policy.expiry.idleLifetime, in: self)
       }
     }
   }

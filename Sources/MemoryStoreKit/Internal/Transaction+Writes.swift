@@ -1,21 +1,70 @@
 /// The writes of several entries, shared by more than one entry point.
 extension _Transaction {
-  /// Stages every entry of `entries`, each with its cost in `costs` (0 if absent or `nil`)
-  /// and its time to live in `lifetimes` (the default if absent or `nil`).
+  /// Stages every entry of `entries`, each with its cost in `costs` (0 if absent or `nil`),
+  /// its time to live in `lifetimes` (the default if absent or `nil`) and its idle time left in
+  /// `idleTimes`, in nanoseconds (the time to idle if absent or `nil`, or if more; ignored
+  /// without a time to idle).
   @inlinable
   mutating func setAll(
     _ entries: [Key: Value], costs: [Key: Int]?, lifetimes: [Key: Duration]? = nil,
-    in store: MemoryStore<Key, Value>
+    idleTimes: [Key: Int64]? = nil, in store: MemoryStore<Key, Value>
   ) {
     var entryMetadata = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
     let defaultExpiry = entryMetadata?.expiresAt ?? .max
+    let idleLifetime = policy.expiry.idleLifetime
     for (key, value) in entries {
       if let costs { entryMetadata?.cost = costs[key] ?? 0 }
       if let lifetimes {
         entryMetadata?.expiresAt =
           lifetimes[key].map { now.addingSaturating($0.nanoseconds) } ?? defaultExpiry
       }
-      _ = set(key, value, entryMetadata, in: store)
+      var idleExpiresAt: Int64?
+      if let idleLifetime, let idleTime = idleTimes?[key] {
+        idleExpiresAt = now.addingSaturating(Swift.min(idleTime, idleLifetime))
+      }
+      _ = set(key, value, entryMetadata, idleExpiresAt: idleExpiresAt, in: store)
+    }
+  }
+
+  /// The keys of the entries that a persistence manager's load wrote and no write has
+  /// replaced since: those that follow the store's expiry settings whatever their order with
+  /// the load. O(*n*) when the store has loaded entries, O(1) otherwise.
+  @inlinable
+  func loadedKeys(in store: MemoryStore<Key, Value>) -> [Key] {
+    let loads = policy.expiry.loadVersions
+    guard !loads.isEmpty else { return [] }
+    var keys: [Key] = []
+    store._table._forEachNode(at: store._table.publishedVersion) { node in
+      if loads.contains(node.version) { keys.append(node.key.pointee) }
+    }
+    return keys
+  }
+
+  /// Gives each entry of `keys` that has no time to live one of `lifetime` from now, and, with
+  /// an `idleLifetime`, each one without an idle deadline one of `idleLifetime` from now: a
+  /// default set after a load applies to what it loaded. Logged as no change. O(`keys`).
+  @inlinable
+  mutating func giveDeadlines(
+    to keys: [Key], lifetime: Int64?, idleLifetime: Int64?, in store: MemoryStore<Key, Value>
+  ) {
+    guard carriesMetadata, lifetime != nil || idleLifetime != nil else { return }
+    let table = store._table
+    for key in keys {
+      guard let node = table.stagedNode(forKey: key), node.hasMetadata else { continue }
+      var metadata = node.metadata
+      var idleExpiresAt = node.idleExpiresAt
+      if let lifetime, metadata.expiresAt == .max {
+        metadata.expiresAt = now.addingSaturating(lifetime)
+      }
+      if let idleLifetime, !node.expiresWhenIdle {
+        idleExpiresAt = now.addingSaturating(idleLifetime)
+      }
+      guard metadata.expiresAt != node.expiresAt || idleExpiresAt != node.idleExpiresAt
+      else { continue }
+      let (old, new) = table.stageSet(
+        key, node.value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt)
+      policy.track(new, replacing: old, count: table.stagedCount)
+      changed = true
     }
   }
 

@@ -285,14 +285,16 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     return applied.previous
   }
 
-  /// Stages `key` → `value`; returns the live value it replaces (an expired one is logged as
-  /// removed by expiry first) and the entry's ring position (-1 on a store without a policy).
+  /// Stages `key` → `value`, with the idle deadline `idleExpiresAt` (`nil`: the time to idle's
+  /// from now); returns the live value it replaces (an expired one is logged as removed by
+  /// expiry first) and the entry's ring position (-1 on a store without a policy).
   @inlinable @inline(__always)
   mutating func set(
-    _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, in store: MemoryStore<Key, Value>
+    _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, idleExpiresAt: Int64? = nil,
+    in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
     let (old, node) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleDeadline)
+      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline)
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
     return (
       noteSet(key, value, replacing: old, hash: node.storedHash), node.hasMetadata ? node.slot : -1

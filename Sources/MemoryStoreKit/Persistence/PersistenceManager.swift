@@ -96,6 +96,9 @@ public final class PersistenceManager<
     /// Called by a load that rejected the file it read, before it moves the file aside: lets
     /// tests replace the file at that instant.
     var beforeMovingAside: (@Sendable () -> Void)?
+    /// The wall clock, in seconds since 1970, that saves and loads convert deadlines with;
+    /// `nil`: the system's. Lets tests move it.
+    var wallClock: (@Sendable () -> Double)?
   }
 
   /// Creates a manager for `store` and the snapshot at `fileURL`, creating missing parent
@@ -264,8 +267,9 @@ public final class PersistenceManager<
     let start = ContinuousClock.now
     let result = Result { () throws(PersistenceError) -> SaveReport in
       let policy = encodingFailurePolicy
-      let encoded = try store._withSnapshot { (entries, writeCount) throws(PersistenceError) in
-        try _encode(entries, writeCount: writeCount, policy: policy)
+      let encoded = try store._withSnapshot {
+        (entries, terms, writeCount) throws(PersistenceError) in
+        try _encode(entries, terms: terms, writeCount: writeCount, policy: policy)
       }
       try _write(encoded)
       return SaveReport(
@@ -290,22 +294,59 @@ public final class PersistenceManager<
 
   /// A snapshot, encoded.
   struct _Encoded {
+    /// Its format version (see ``_SnapshotFile``).
+    var version: UInt32
     var payload: Data
     var entryCount: Int
     var writeCount: UInt64
     var skippedKeys: [String]
   }
 
-  /// Encodes `entries`; on failure, finds the key whose value fails, by encoding the entries
-  /// one at a time.
+  /// The time now, in seconds since 1970: the wall clock that snapshots' deadlines are
+  /// written in.
+  var _secondsSince1970: Double {
+    _state.withLock { $0.wallClock }?() ?? Date().timeIntervalSince1970
+  }
+
+  /// Encodes `entries` with `terms`, the metadata of those that have some: as values only
+  /// (format version 1) if none has, else as ``_SnapshotEntry`` values (version 2), their
+  /// deadlines made wall-clock times.
   func _encode(
-    _ entries: [Key: Value], writeCount: UInt64, policy: EncodingFailurePolicy
+    _ entries: [Key: Value], terms: [Key: _SavedTerms], writeCount: UInt64,
+    policy: EncodingFailurePolicy
+  ) throws(PersistenceError) -> _Encoded {
+    guard !terms.isEmpty else {
+      return try _encode(
+        entries, version: _SnapshotFile.valuesVersion, writeCount: writeCount, policy: policy)
+    }
+    let now = _secondsSince1970
+    func wallClock(_ nanoseconds: Int64?) -> Double? {
+      nanoseconds.map { now + Double($0) / 1e9 }
+    }
+    var saved: [Key: _SnapshotEntry<Value>] = Dictionary(minimumCapacity: entries.count)
+    for (key, value) in entries {
+      guard let terms = terms[key] else {
+        saved[key] = _SnapshotEntry(value: value)
+        continue
+      }
+      saved[key] = _SnapshotEntry(
+        value: value, cost: terms.cost, expires: wallClock(terms.expiresIn),
+        idleExpires: wallClock(terms.idleExpiresIn))
+    }
+    return try _encode(
+      saved, version: _SnapshotFile.entriesVersion, writeCount: writeCount, policy: policy)
+  }
+
+  /// Encodes `entries` as a payload of format version `version`; on failure, finds the key
+  /// whose value fails, by encoding the entries one at a time.
+  func _encode<Saved: Encodable>(
+    _ entries: [Key: Saved], version: UInt32, writeCount: UInt64, policy: EncodingFailurePolicy
   ) throws(PersistenceError) -> _Encoded {
     let failure: any Error
     do {
       return _Encoded(
-        payload: try coder.encode(entries), entryCount: entries.count, writeCount: writeCount,
-        skippedKeys: [])
+        version: version, payload: try coder.encode(entries), entryCount: entries.count,
+        writeCount: writeCount, skippedKeys: [])
     } catch {
       failure = error
     }
@@ -336,8 +377,8 @@ public final class PersistenceManager<
     for (key, _) in failing { kept.removeValue(forKey: key) }
     do {
       return _Encoded(
-        payload: try coder.encode(kept), entryCount: kept.count, writeCount: writeCount,
-        skippedKeys: failing.map { String(reflecting: $0.key) })
+        version: version, payload: try coder.encode(kept), entryCount: kept.count,
+        writeCount: writeCount, skippedKeys: failing.map { String(reflecting: $0.key) })
     } catch {
       throw PersistenceError(
         .encodingFailed, fileURL: fileURL,
@@ -350,7 +391,8 @@ public final class PersistenceManager<
   /// Writes `encoded` over the snapshot, unless a newer snapshot is already there.
   func _write(_ encoded: _Encoded) throws(PersistenceError) {
     let header = _SnapshotFile.Header(
-      formatName: coder.formatName, entryCount: UInt64(encoded.entryCount),
+      version: encoded.version, formatName: coder.formatName,
+      entryCount: UInt64(encoded.entryCount),
       payloadLength: UInt64(encoded.payload.count),
       payloadChecksum: encoded.payload.withUnsafeBytes { _SnapshotFile.checksum($0) })
     // The name was checked by init.
@@ -416,6 +458,12 @@ public final class PersistenceManager<
   /// replace the store's. With change batches on, the entries appear in one batch, with the
   /// reason ``ChangeReason/loaded``.
   ///
+  /// Each entry keeps its saved cost and what was left of its deadlines, the time since the
+  /// save counted (an entry whose deadline has passed is not loaded); one saved without them
+  /// gets the store's, as any write does, and a ``MemoryStore/defaultTimeToLive`` or
+  /// ``MemoryStore/timeToIdle`` set after the load applies to it too (see "What persistence
+  /// keeps" in <doc:Eviction>).
+  ///
   /// A store with a ``MemoryStore/countLimit`` or ``MemoryStore/costLimit`` smaller than the
   /// snapshot keeps what its policy keeps: the load evicts like any write.
   ///
@@ -464,19 +512,38 @@ public final class PersistenceManager<
     case .rejected(let rejection, let identity):
       throw _reject(_rejection(rejection), identity: identity)
     case .snapshot(let header, let payload, let identity):
-      let entries: [Key: Value]
       do {
-        entries = try _decode(payload, header: header)
+        switch try _decode(payload, header: header) {
+        case .values(let entries):
+          return store._merge(entries, reason: .loaded)
+        case .entries(let entries):
+          return store._mergeSaved(
+            entries, secondsSince1970: _secondsSince1970, reason: .loaded)
+        }
       } catch {
         throw _reject(error, identity: identity)
       }
-      return store._merge(entries, reason: .loaded)
+    }
+  }
+
+  /// What a snapshot's payload holds, by its format version.
+  enum _Decoded {
+    /// Version 1.
+    case values([Key: Value])
+    /// Version 2.
+    case entries([Key: _SnapshotEntry<Value>])
+
+    var count: Int {
+      switch self {
+      case .values(let entries): entries.count
+      case .entries(let entries): entries.count
+      }
     }
   }
 
   /// Verifies and decodes a whole snapshot file held in memory, as ``load()`` does a file it
   /// reads.
-  func _decode(_ file: [UInt8]) throws(PersistenceError) -> [Key: Value] {
+  func _decode(_ file: [UInt8]) throws(PersistenceError) -> _Decoded {
     let header: _SnapshotFile.Header
     let payload: Range<Int>
     do {
@@ -489,24 +556,43 @@ public final class PersistenceManager<
       header: header)
   }
 
-  /// Decodes a verified payload: the binary coder's straight from the array the file was read
-  /// into (``BinarySnapshotCoder/decode(_:as:)`` would copy it), any other coder's with its
-  /// `decode(_:as:)`.
+  /// Decodes a verified payload of the header's format version: the binary coder's straight
+  /// from the array the file was read into (``BinarySnapshotCoder/decode(_:as:)`` would copy
+  /// it), any other coder's with its `decode(_:as:)`.
   func _decode(
     _ payload: _SnapshotFile.Payload, header: _SnapshotFile.Header
-  ) throws(PersistenceError) -> [Key: Value] {
-    let entries: [Key: Value]
+  ) throws(PersistenceError) -> _Decoded {
+    let decoded: _Decoded
+    if header.version == _SnapshotFile.valuesVersion {
+      decoded = .values(try _decode(payload, as: Value.self))
+    } else {
+      decoded = .entries(try _decode(payload, as: _SnapshotEntry<Value>.self))
+    }
+    guard UInt64(decoded.count) == header.entryCount else {
+      throw PersistenceError(
+        .corrupted, fileURL: fileURL,
+        detail: "Loading \(fileURL.path) failed: the header declares \(header.entryCount) "
+          + "entries, the payload holds \(decoded.count)")
+    }
+    return decoded
+  }
+
+  /// Decodes a payload as `[Key: Saved]`.
+  func _decode<Saved: Decodable>(
+    _ payload: _SnapshotFile.Payload, as type: Saved.Type
+  ) throws(PersistenceError) -> [Key: Saved] {
     do {
       switch payload {
       case .bytes(let bytes):
-        entries = try _BinaryDecoding.decode(bytes: bytes)
+        return try _BinaryDecoding.decode(bytes: bytes)
       case .data(let data):
-        entries = try coder.decode(data, as: [Key: Value].self)
+        return try coder.decode(data, as: [Key: Saved].self)
       }
     } catch {
       var detail =
         "Loading \(fileURL.path) failed: the payload does not decode as "
         + "[\(Key.self): \(Value.self)]"
+      if Saved.self != Value.self { detail += " with each entry's metadata" }
       if let context = (error as? DecodingError).flatMap(Self._context) {
         let path = context.codingPath.map(\.stringValue).joined(separator: ".")
         detail += " at \(path.isEmpty ? "the top level" : path): \(context.debugDescription)"
@@ -514,13 +600,6 @@ public final class PersistenceManager<
       throw PersistenceError(
         .decodingFailed, fileURL: fileURL, detail: detail, underlyingError: error)
     }
-    guard UInt64(entries.count) == header.entryCount else {
-      throw PersistenceError(
-        .corrupted, fileURL: fileURL,
-        detail: "Loading \(fileURL.path) failed: the header declares \(header.entryCount) "
-          + "entries, the payload holds \(entries.count)")
-    }
-    return entries
   }
 
   static func _context(_ error: DecodingError) -> DecodingError.Context? {
@@ -555,8 +634,8 @@ public final class PersistenceManager<
     case .unsupportedVersion(let version):
       return PersistenceError(
         .unsupportedVersion, fileURL: fileURL,
-        detail: prefix + "format version \(version); this version reads version "
-          + "\(_SnapshotFile.version)")
+        detail: prefix + "format version \(version); this version reads versions "
+          + "\(_SnapshotFile.valuesVersion) and \(_SnapshotFile.entriesVersion)")
     case .formatMismatch(let found):
       return PersistenceError(
         .formatMismatch, fileURL: fileURL,

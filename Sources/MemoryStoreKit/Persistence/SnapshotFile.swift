@@ -16,7 +16,7 @@ import Foundation
 /// | Offset | Size | Field |
 /// |---|---|---|
 /// | 0 | 8 | magic bytes `MEMSTORE` |
-/// | 8 | 4 | format version, 1 |
+/// | 8 | 4 | format version: 1 or 2 (see below) |
 /// | 12 | 8 | the coder's `formatName`, ASCII, zero-padded |
 /// | 20 | 8 | entry count |
 /// | 28 | 8 | payload length in bytes |
@@ -24,13 +24,25 @@ import Foundation
 /// | 44 | 4 | header checksum: the low 32 bits of the checksum of bytes 0 to 43 |
 ///
 /// The checksum (``checksum(_:)``) detects accidental damage; it is not cryptographic.
+///
+/// The format version says what the payload holds:
+/// - **1**: the entries' values, the coder's encoding of `[Key: Value]`. A save writes it when
+///   no entry has a cost or a deadline, so that such a file stays readable by every version.
+/// - **2**: each entry's value with its metadata, the coder's encoding of
+///   `[Key: _SnapshotEntry<Value>]`: its cost, if not 0, and its deadlines, as wall-clock
+///   times (see ``_SnapshotEntry``).
 enum _SnapshotFile {
   static let magic: [UInt8] = Array("MEMSTORE".utf8)
-  static let version: UInt32 = 1
+  /// The format version of values only.
+  static let valuesVersion: UInt32 = 1
+  /// The format version of values with their metadata: the newest.
+  static let entriesVersion: UInt32 = 2
   static let headerSize = 48
 
   /// The header's fields.
   struct Header: Equatable {
+    /// ``valuesVersion`` or ``entriesVersion``.
+    var version: UInt32 = _SnapshotFile.valuesVersion
     var formatName: String
     var entryCount: UInt64
     var payloadLength: UInt64
@@ -63,7 +75,7 @@ enum _SnapshotFile {
     guard let name = encodedName(header.formatName) else { return nil }
     var bytes = magic
     bytes.reserveCapacity(headerSize)
-    append(version, to: &bytes)
+    append(header.version, to: &bytes)
     bytes += name
     append(header.entryCount, to: &bytes)
     append(header.payloadLength, to: &bytes)
@@ -92,6 +104,7 @@ enum _SnapshotFile {
         load(UInt32.self, file, at: 44) == UInt32(truncatingIfNeeded: headerSum),
         load(UInt32.self, file, at: 8),
         Header(
+          version: load(UInt32.self, file, at: 8),
           formatName: String(decoding: file[12..<20].prefix { $0 != 0 }, as: UTF8.self),
           entryCount: load(UInt64.self, file, at: 20),
           payloadLength: load(UInt64.self, file, at: 28),
@@ -99,7 +112,9 @@ enum _SnapshotFile {
       )
     }
     guard headerSumMatches else { throw .headerChecksum }
-    guard version == Self.version else { throw .unsupportedVersion(version) }
+    guard version == valuesVersion || version == entriesVersion else {
+      throw .unsupportedVersion(version)
+    }
     guard header.formatName == formatName else { throw .formatMismatch(found: header.formatName) }
     let available = UInt64(fileSize - headerSize)
     guard header.payloadLength <= available else {
