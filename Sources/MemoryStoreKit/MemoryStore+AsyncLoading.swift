@@ -23,6 +23,8 @@ extension MemoryStore {
   ///   even if nobody waits for it any more, for the next reader.
   /// - **A thrown error stores nothing**: every caller waiting for that load throws it, and the
   ///   next call loads again.
+  /// - **Refresh.** With ``timeToRefresh``, a hit on an entry written that long ago returns it
+  ///   and starts one reload with `load` in the background (see ``timeToRefresh``).
   ///
   /// The value loaded is returned to every caller even if the store does not keep it: one
   /// whose cost alone exceeds ``costLimit`` is evicted by its own write. `cost` and
@@ -49,7 +51,14 @@ extension MemoryStore {
     forKey key: Key, cost: (@Sendable (Value) -> Int)? = nil, timeToLive: Duration? = nil,
     orLoad load: @escaping @Sendable () async throws -> Value
   ) async throws -> Value {
-    if let value = self[key] { return value }
+    if let (value, due) = _read(refreshing: key) {
+      if let due {
+        _refresh([due], cost: cost, timeToLive: timeToLive) { keys in
+          [keys[0]: try await load()]
+        }
+      }
+      return value
+    }
     while true {
       let (flight, isNew) = _inFlight.withLock { inFlight -> (_Load<Value>, Bool) in
         if let running = inFlight.loads[key] { return (running, false) }
@@ -108,7 +117,8 @@ extension MemoryStore {
   ///   on for the others. No lock is held while `load` runs.
   ///
   /// Each key is read once, a hit or a miss in ``statistics`` like a subscript read; repeated
-  /// keys count once.
+  /// keys count once. With ``timeToRefresh``, the hits written that long ago are returned and
+  /// reloaded in the background by one more call of `load` (see ``timeToRefresh``).
   ///
   /// - Parameters:
   ///   - keys: The keys to read or load.
@@ -129,9 +139,16 @@ extension MemoryStore {
     var found: [Key: Value] = [:]
     var missing: [Key] = []
     var seen: Set<Key> = []
+    var due: [_DueEntry] = []
     for key in keys where seen.insert(key).inserted {
-      if let value = self[key] { found[key] = value } else { missing.append(key) }
+      if let (value, dueEntry) = _read(refreshing: key) {
+        found[key] = value
+        if let dueEntry { due.append(dueEntry) }
+      } else {
+        missing.append(key)
+      }
     }
+    if !due.isEmpty { _refresh(due, cost: cost, timeToLive: timeToLive, load) }
     guard !missing.isEmpty else { return found }
     let (waited, started) = _inFlight.withLock { inFlight in
       var waited: [(Key, _Load<Value>)] = []

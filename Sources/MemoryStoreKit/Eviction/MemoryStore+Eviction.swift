@@ -22,6 +22,7 @@ extension MemoryStore {
     var evictionDecider: EvictionDecider?
     var entryCost: EntryCost?
     var entryTimeToLive: EntryTimeToLive?
+    var onRefreshFailure: RefreshFailureHandler?
 
     /// Whether a write must run a function of the entry before it locks (see
     /// ``MemoryStore/_terms(_:_:cost:timeToLive:)``).
@@ -76,16 +77,7 @@ extension MemoryStore {
     get { _functions.withLock { $0.evictionDecider } }
     set {
       let now = _clockNanos()
-      let isFirst =
-        newValue != nil && !_signals.keepsWriteTimes.load(ordering: .relaxed)
-        && _transact { write in
-          guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
-          write.policy.writeTimesSince = now
-          _signals.keepsWriteTimes.store(true, ordering: .relaxed)
-          _signals.timesEntries.store(true, ordering: .relaxed)
-          write.activatePolicy(in: self)
-          return true
-        }
+      let isFirst = newValue != nil && _startKeepingWriteTimes(now: now)
       // The decider replaced is released after unlocking: it may hold the last reference to
       // something whose deinit uses the store.
       let replaced = _functions.withLock { functions in
@@ -98,6 +90,22 @@ extension MemoryStore {
       _scheduleTick()
       if evictionInterval == .zero { evictionInterval = .seconds(600) }
     }
+  }
+
+  /// Makes entries keep their write time from now on, if they did not; returns whether they
+  /// did not. Entries written before report `now`.
+  func _startKeepingWriteTimes(now: Int64) -> Bool {
+    guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
+    let isFirst = _transact { write in
+      guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
+      write.policy.writeTimesSince = now
+      _signals.keepsWriteTimes.store(true, ordering: .relaxed)
+      _signals.timesEntries.store(true, ordering: .relaxed)
+      write.activatePolicy(in: self)
+      return true
+    }
+    if isFirst { _inFlight.withLock { $0.writeTimesSince = now } }
+    return isFirst
   }
 
   /// Asks the eviction decider about every entry and removes those it returns `true` for.

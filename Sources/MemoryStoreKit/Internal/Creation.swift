@@ -41,6 +41,13 @@ enum _CreationLookup<Value> {
 struct _InFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Creations of `valueOrInsert(forKey:_:)`.
   var creations: [Key: _Creation<Value>] = [:]
-  /// Loads of `value(forKey:orLoad:)` and `values(forKeys:orLoad:)`, one per key.
+  /// Loads of `value(forKey:orLoad:)` and `values(forKeys:orLoad:)`, and refreshes, one per
+  /// key.
   var loads: [Key: _Load<Value>] = [:]
+  /// When entries started keeping their write time, in the store's nanoseconds: the write
+  /// time of an entry written before, for ``MemoryStore/timeToRefresh``.
+  var writeTimesSince: Int64 = 0
+  /// Called when a reload of ``MemoryStore/timeToRefresh`` has ended, outside every lock: lets
+  /// tests wait for one.
+  var afterReload: (@Sendable () -> Void)?
 }

@@ -29,6 +29,9 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// ``MemoryStore/timeToIdle`` in nanoseconds (0: none), for a read to push an entry's idle
   /// deadline back.
   @usableFromInline let idleLifetime = Atomic<Int64>(0)
+  /// ``MemoryStore/timeToRefresh`` in nanoseconds (0: none), for a get-or-load that hits to
+  /// judge whether the entry is due for a reload.
+  @usableFromInline let refreshLifetime = Atomic<Int64>(0)
 
   @usableFromInline init() {}
 }

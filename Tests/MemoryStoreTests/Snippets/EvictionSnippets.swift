@@ -1,5 +1,6 @@
 import Foundation
 import MemoryStoreKit
+import Synchronization
 import Testing
 
 // The Eviction article's Swift code, as written (see `SnippetCheck`), run and checked against
@@ -144,6 +145,26 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     if let session = active[id] { serve(session) }  // renewed: 30 minutes from now
 
     #expect(served == [session] && active.timeToIdle == .seconds(1_800))
+  }
+
+  @Test func refreshAfterWrite() async throws {
+    struct Feed: Sendable {
+      func quote(_ symbol: String) async throws -> Double { 101.5 }
+    }
+    let feed = Feed()
+    let symbol = "AAPL"
+    let logged = Mutex<[String]>([])
+    @Sendable func log(_ line: String) { logged.withLock { $0.append(line) } }
+
+    // "Refresh after write"
+    let quotes = MemoryStore<String, Double>(name: "quotes")
+    quotes.timeToRefresh = .seconds(5)  // reload quotes older than 5 s …
+    quotes.defaultTimeToLive = .seconds(60)  // … and never serve one older than a minute
+    quotes.onRefreshFailure = { symbol, error in log("\(symbol): \(error)") }
+    let quote = try await quotes.value(forKey: symbol) { try await feed.quote(symbol) }
+
+    #expect(quote == 101.5 && quotes.timeToRefresh == .seconds(5))
+    #expect(quotes.onRefreshFailure != nil && logged.withLock { $0.isEmpty })
   }
 
   @Test func timeToLiveExpiresOnTheStoresClock() {
