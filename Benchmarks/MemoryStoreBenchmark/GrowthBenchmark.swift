@@ -14,7 +14,9 @@ struct GrowthPlan {
   }
 
   /// The stores grown, in report order.
-  static let stores: [ProbeStoreKind] = [.dictionary, .nslock, .memorystore, .engine]
+  static let stores: [ProbeStoreKind] = [
+    .dictionary, .nslock, .memorystore, .memorystoreLimited, .memorystoreTTL, .engine,
+  ]
 }
 
 /// The target printed beside the table: no single write longer than this.

@@ -19,10 +19,11 @@ struct _Expiry: Sendable {
   /// exactly one item per such entry. An item's deadline is at or before its entry's (a
   /// rewrite that pushes the deadline back leaves the item alone, so that it costs O(1)); an
   /// item that surfaces early takes its entry's deadline and sinks again.
-  @usableFromInline var expiries: [(deadline: Int64, slot: Int)] = []
+  /// In chunks, so that growing never copies it all inside one write.
+  @usableFromInline var expiries = _ChunkedArray<(deadline: Int64, slot: Int)>()
   /// The index in `expiries` of the item of the entry at each ring position (meaningful only
   /// for entries with a deadline).
-  @usableFromInline var heapIndex: [Int32] = []
+  @usableFromInline var heapIndex = _ChunkedArray<Int32>()
   /// The deadline the expiry timer is armed for, if any.
   @usableFromInline var sweepArmedFor: Int64?
   /// The versions of the writes of persistence managers' loads since the store was last
@@ -65,8 +66,8 @@ struct _Expiry: Sendable {
   /// Forgets every entry (the store was emptied).
   @inlinable
   mutating func removeAll() {
-    expiries = []
-    heapIndex = []
+    expiries.removeAll()
+    heapIndex.removeAll()
     loadVersions = []
   }
 
@@ -79,9 +80,7 @@ struct _Expiry: Sendable {
   /// Records that the heap item at `index` belongs to the entry at ring position `slot`.
   @inlinable
   mutating func setHeapIndex(_ index: Int32, at slot: Int) {
-    if heapIndex.count <= slot {
-      heapIndex.append(contentsOf: repeatElement(-1, count: slot + 1 - heapIndex.count))
-    }
+    if heapIndex.count <= slot { heapIndex.append(-1, upTo: slot + 1) }
     heapIndex[slot] = index
     expiries[Int(index)].slot = slot
   }
@@ -113,9 +112,7 @@ struct _Expiry: Sendable {
 
   @inlinable
   mutating func add(slot: Int, at deadline: Int64) {
-    if heapIndex.count <= slot {
-      heapIndex.append(contentsOf: repeatElement(-1, count: slot + 1 - heapIndex.count))
-    }
+    if heapIndex.count <= slot { heapIndex.append(-1, upTo: slot + 1) }
     expiries.append((deadline, slot))
     heapIndex[slot] = Int32(expiries.count - 1)
     siftUp(expiries.count - 1)

@@ -1157,7 +1157,9 @@ extension _ConcurrentTable {
       visit(writer.pointee.root)
       if let next = writer.pointee.root.pointee.nextTable { visit(next) }
       // The ring: every entry once, at its own position, when nodes carry metadata.
-      for (position, bits) in writer.pointee.ring.nodes.enumerated() where bits != 0 {
+      let ring = writer.pointee.ring.nodes
+      for position in ring.indices where ring[position] != 0 {
+        let bits = ring[position]
         let node = _Node<Key, Value>(bits: bits).unsafelyUnwrapped
         precondition(
           node.hasMetadata && !node.isTombstone && node.slot == position,

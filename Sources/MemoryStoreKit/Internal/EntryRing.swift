@@ -9,11 +9,12 @@
 /// write lock, like the rest of the table's writer state.
 @usableFromInline
 struct _EntryRing {
-  /// The node bits at each position; 0 at a free position.
-  @usableFromInline var nodes: ContiguousArray<Int> = []
+  /// The node bits at each position; 0 at a free position. In chunks, so that growing never
+  /// copies it all inside one write.
+  @usableFromInline var nodes = _ChunkedArray<Int>()
   /// Free positions: every hole once, and maybe positions at or past the end (the ring was
   /// shortened since), which are skipped when taken.
-  @usableFromInline var freePositions: ContiguousArray<Int> = []
+  @usableFromInline var freePositions = _ChunkedArray<Int>()
 
   @inlinable
   init() {}
@@ -58,8 +59,8 @@ struct _EntryRing {
   /// Frees every position.
   @inlinable
   mutating func removeAll() {
-    nodes = []
-    freePositions = []
+    nodes.removeAll()
+    freePositions.removeAll()
   }
 
   /// Moves the last entry into one hole, after dropping the holes at the end, and returns the
@@ -86,9 +87,9 @@ struct _EntryRing {
   ///
   /// - Parameter taken: The number of entries that should hold a position.
   func _checkInvariants(taken: Int) -> String? {
-    let holes = Set(freePositions.filter { $0 < nodes.count })
+    let holes = Set(freePositions.indices.map { freePositions[$0] }.filter { $0 < nodes.count })
     if !holes.allSatisfy({ nodes[$0] == 0 }) { return "a free ring position holds a node" }
-    let occupied = nodes.reduce(0) { $0 + ($1 != 0 ? 1 : 0) }
+    let occupied = nodes.indices.reduce(0) { $0 + (nodes[$1] != 0 ? 1 : 0) }
     if occupied + holes.count != nodes.count { return "a ring hole is not listed as free" }
     if occupied != taken { return "the ring holds \(occupied) entries, not \(taken)" }
     return nil
