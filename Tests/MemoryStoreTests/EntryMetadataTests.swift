@@ -90,10 +90,13 @@ import Testing
     table._checkInvariants()
   }
 
-  @Test func aNodeStoresOnlyTheMetadataThatDiffersFromTheDefaults() {
+  @Test(arguments: [false, true])
+  func aNodeStoresOnlyTheMetadataThatDiffersFromTheDefaults(keepingHashes: Bool) {
     let table = _ConcurrentTable<Int, Int>()
     table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
     let writer = Writer(table: table)
+    // The first limit makes nodes keep their key's hash.
+    if keepingHashes { writer.commit { table.startKeepingHashes() } }
     var key = 0
     for expiresAt: Int64 in [.max, 5] {
       for cost in [0, -7, 7] {
@@ -112,10 +115,13 @@ import Testing
           #expect(stored.expiresAt == expiresAt)
           #expect(stored.cost == cost)
           #expect(stored.writtenAt == writtenAt)
-          let fields = (expiresAt != .max ? 1 : 0) + (cost != 0 ? 1 : 0) + (writtenAt != 0 ? 1 : 0)
-          // The recency word and ring position, the key's hash, then the fields stored.
-          #expect(stored.byteCount == _Node<Int, Int>.metadataOffset + 16 + 8 * fields)
-          #expect(stored.storedHash == key.hashValue)
+          #expect(stored.hash == key.hashValue)
+          let fields =
+            (expiresAt != .max ? 1 : 0) + (cost != 0 ? 1 : 0) + (writtenAt != 0 ? 1 : 0)
+            + (keepingHashes ? 1 : 0)
+          // The recency word and ring position, then the fields stored, the key's hash last.
+          #expect(stored.byteCount == _Node<Int, Int>.metadataOffset + 8 + 8 * fields)
+          #expect(stored.storedHash == (keepingHashes ? key.hashValue : nil))
         }
       }
     }

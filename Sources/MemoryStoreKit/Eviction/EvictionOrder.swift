@@ -102,8 +102,8 @@ struct _EvictionOrder: Sendable {
     let position = node.slot
     ensureOrderCapacity(position)
     guard limits.isLimited else { return linkNewest(position) }
-    // Safe: a node with metadata keeps its hash.
-    let hash = node.storedHash.unsafelyUnwrapped
+    // Kept by every node written since the first limit, which this one is.
+    let hash = node.hash
     // The store's entries before this one.
     let window = limits.cacheful(count: count - 1)
     if Self.isSampled(hash) {
@@ -232,12 +232,15 @@ struct _EvictionOrder: Sendable {
     var fallback: (node: _Node<Key, Value>, counter: UInt32)?
     var steps = 0
     var skipped = 0
+    // The loop appends to neither: their directories stay in locals.
+    let ring = table.ringNodes
+    let links = self.links.words.fixed
     // Entries of cost 0 (with `costOnly`) and the protected entry are skipped without
     // counting; at most every entry is, so the loop ends.
     while steps < Self.maximumHandSteps && skipped <= count {
       // Safe: every position in the order holds an entry.
-      let node = table.ringNode(at: position).unsafelyUnwrapped
-      let newer = Int(links.newer(position))
+      let node = _Node<Key, Value>(bits: ring[position]).unsafelyUnwrapped
+      let newer = Int(Int32(truncatingIfNeeded: links[position]))
       let next = newer >= 0 ? newer : oldest
       if (costOnly && node.cost == 0) || position == protected {
         if position == protected && count == 1 { return node }

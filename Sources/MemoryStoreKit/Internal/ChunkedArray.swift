@@ -18,6 +18,8 @@ struct _ChunkedArray<Element: BitwiseCopyable>: @unchecked Sendable {
   @usableFromInline var directory: UnsafeMutablePointer<UnsafeMutablePointer<Element>>?
   /// The number of elements.
   @usableFromInline private(set) var count = 0
+  /// The number of elements the chunks hold.
+  @usableFromInline private(set) var capacity = 0
   /// Owns the chunks and the directory.
   @usableFromInline var storage: _ChunkStorage<Element>?
 
@@ -52,10 +54,17 @@ struct _ChunkedArray<Element: BitwiseCopyable>: @unchecked Sendable {
     }
   }
 
+  /// A view of the elements that reads and writes them without reloading the directory: for a
+  /// loop that reads many elements while it writes other memory. Valid until the next append.
+  @inlinable @inline(__always)
+  var fixed: _ChunkedElements<Element> {
+    _ChunkedElements(directory: directory.unsafelyUnwrapped)
+  }
+
   /// Adds `element` at the end. O(1): a new chunk when the last is full.
   @inlinable @inline(__always)
   mutating func append(_ element: Element) {
-    if count & (Self.chunkSize - 1) == 0 { addChunkIfNeeded() }
+    if count == capacity { addChunk() }
     count += 1
     self[count - 1] = element
   }
@@ -72,7 +81,7 @@ struct _ChunkedArray<Element: BitwiseCopyable>: @unchecked Sendable {
   mutating func removeLast() -> Element {
     let element = self[count - 1]
     count -= 1
-    if count & (Self.chunkSize - 1) == 0 { releaseChunksIfNeeded() }
+    if count &+ 2 &* Self.chunkSize <= capacity { releaseChunks() }
     return element
   }
 
@@ -88,23 +97,28 @@ struct _ChunkedArray<Element: BitwiseCopyable>: @unchecked Sendable {
     storage = nil
     directory = nil
     count = 0
+    capacity = 0
   }
 
+  /// Adds a chunk: the array is full.
   @inlinable @inline(never)
-  mutating func addChunkIfNeeded() {
+  mutating func addChunk() {
     let storage = self.storage ?? _ChunkStorage()
     self.storage = storage
-    if storage.chunkCount * Self.chunkSize <= count { storage.addChunk(Self.chunkSize) }
+    storage.addChunk(Self.chunkSize)
     directory = storage.directory
+    capacity += Self.chunkSize
   }
 
-  /// Frees the chunks past the one after the last element's: one chunk of slack, so that a
-  /// store that adds and removes an element at a chunk's edge does not allocate each time.
+  /// Frees the chunks past the one after the last element's: one chunk of slack, so that an
+  /// array that grows and shrinks across a chunk's edge does not allocate each time.
   @inlinable @inline(never)
-  mutating func releaseChunksIfNeeded() {
+  mutating func releaseChunks() {
     guard let storage else { return }
-    let needed = (count + Self.chunkSize - 1) >> Self.shift
-    while storage.chunkCount > needed + 1 { storage.removeChunk() }
+    while capacity - Self.chunkSize >= count + Self.chunkSize {
+      storage.removeChunk()
+      capacity -= Self.chunkSize
+    }
   }
 }
 
@@ -146,5 +160,29 @@ final class _ChunkStorage<Element: BitwiseCopyable> {
   deinit {
     for index in 0..<chunkCount { directory[index].deallocate() }
     directory.deallocate()
+  }
+}
+
+/// The elements of a ``_ChunkedArray`` at one moment (see ``_ChunkedArray/fixed``): the
+/// directory in a local, so that reads in a loop do not reload it.
+@usableFromInline
+struct _ChunkedElements<Element: BitwiseCopyable> {
+  @usableFromInline let directory: UnsafeMutablePointer<UnsafeMutablePointer<Element>>
+
+  @inlinable @inline(__always)
+  init(directory: UnsafeMutablePointer<UnsafeMutablePointer<Element>>) {
+    self.directory = directory
+  }
+
+  @inlinable
+  subscript(index: Int) -> Element {
+    @inline(__always) get {
+      directory[index &>> _ChunkedArray<Element>.shift][
+        index & (_ChunkedArray<Element>.chunkSize - 1)]
+    }
+    @inline(__always) nonmutating set {
+      directory[index &>> _ChunkedArray<Element>.shift][
+        index & (_ChunkedArray<Element>.chunkSize - 1)] = newValue
+    }
   }
 }

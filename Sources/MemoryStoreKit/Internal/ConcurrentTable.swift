@@ -206,6 +206,9 @@ struct _TableWriter {
   @usableFromInline var metadataCopiesVersion: UInt64 = 0
   /// The current node of every entry with metadata, by its `slot`.
   @usableFromInline var ring = _EntryRing()
+  /// Whether new nodes with metadata keep their key's hash (see `_Node.hashFlag`): from the
+  /// first limit on. Set once, never cleared.
+  @usableFromInline var keepsHashes = false
 
   @usableFromInline
   init(root: UnsafeMutablePointer<_TableHeader>) {
@@ -529,22 +532,24 @@ extension _ConcurrentTable {
         key: key, value: value, version: version, older: old?.bits ?? 0,
         memory: _spareValueNode())
     }
+    let keptHash = writer.pointee.keepsHashes ? hash : nil
     let memory = _spare(
       tombstone: false,
       size: _Node<Key, Value>.metadataNodeSize(
-        flags: _Node<Key, Value>.flags(for: metadata, idleExpiresAt: idleExpiresAt)))
+        flags: _Node<Key, Value>.flags(
+          for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: keptHash != nil)))
     if let old, old.hasMetadata {
       let node = _Node.make(
         key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt,
         recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
-        slot: old.slot, hash: hash, version: version, older: old.bits, memory: memory)
+        slot: old.slot, hash: keptHash, version: version, older: old.bits, memory: memory)
       writer.pointee.ring.place(node.bits, at: node.slot)
       return node
     }
     let position = writer.pointee.ring.take()
     let node = _Node.make(
       key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt, recency: 0,
-      slot: position, hash: hash, version: version, older: old?.bits ?? 0, memory: memory)
+      slot: position, hash: keptHash, version: version, older: old?.bits ?? 0, memory: memory)
     writer.pointee.ring.place(node.bits, at: position)
     return node
   }
@@ -590,7 +595,7 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   func stageRemoveEntry(at position: Int) -> _Node<Key, Value> {
     _growStep()
-    let hash = ringNode(at: position).unsafelyUnwrapped.storedHash.unsafelyUnwrapped
+    let hash = ringNode(at: position).unsafelyUnwrapped.hash
     let slot = _writeSlot(hash: hash)
     // Read only now: growth may have just copied the node into the new table.
     let old = ringNode(at: position).unsafelyUnwrapped
@@ -1059,6 +1064,13 @@ extension _ConcurrentTable {
   @inlinable
   var carriesMetadata: Bool { _writer.underWriteLock.pointee.carriesMetadata }
 
+  /// Makes new nodes with metadata keep their key's hash from now on (see `_Node.hashFlag`):
+  /// evictions then need no hashing. Write lock held.
+  @inlinable
+  func startKeepingHashes() {
+    _writer.underWriteLock.pointee.keepsHashes = true
+  }
+
   /// The version of the write that copied every entry with metadata (0: none). Write lock
   /// held.
   @inlinable
@@ -1086,6 +1098,11 @@ extension _ConcurrentTable {
     _forEach(at: writer.pointee.version) { entries.append(($0, $1)) }
     for (key, value) in entries { _ = stageSet(key, value, metadata: metadata) }
   }
+
+  /// The ring's nodes' bits by position, for a loop that reads many while the ring does not
+  /// grow. Write lock held.
+  @inlinable @inline(__always)
+  var ringNodes: _ChunkedElements<Int> { _writer.underWriteLock.pointee.ring.nodes.fixed }
 
   /// The number of ring positions, free ones included. Write lock held.
   @inlinable

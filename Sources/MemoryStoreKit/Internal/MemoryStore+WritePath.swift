@@ -274,6 +274,7 @@ extension MemoryStore {
       // The first limit puts the entries in the eviction order, which is kept from then on.
       if value > 0 && !write.policy.order.isOrdered {
         write.policy.order.orderAllEntries(of: _table)
+        _table.startKeepingHashes()
       }
     }
     _enforceLimits(fraction: 1, reason: nil)

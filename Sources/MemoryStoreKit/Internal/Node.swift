@@ -31,11 +31,15 @@ import Synchronization
 /// |---|---|---|---|
 /// | 0 | `recency`: a 2-bit CLOCK counter and, above it, the second of the last read | always | atomic; readers raise it, the writer lowers it |
 /// | 4 | `slot`: the entry's position in the table's ring | always | the writer's only; readers never read it |
-/// | 8 | `hash`: the key's hash, so that evicting the entry or moving it to a larger table does not hash the key again | always | immutable once linked |
-/// | 16… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
+/// | 8… | `expiresAt` (absent: never) | ``expiryFlag`` | immutable once linked |
 /// | then | `cost` (absent: 0) | ``costFlag`` | immutable once linked |
 /// | then | `writtenAt`, nanoseconds since the store's origin (absent: 0) | ``writtenAtFlag`` | immutable once linked |
 /// | then | `idleExpiresAt`: when the entry expires unless it is read before (absent: never) | ``idleFlag`` | atomic; readers push it back |
+/// | then | `hash`: the key's hash, so that evicting the entry or moving it to a larger table does not hash the key again (absent: hashed when needed) | ``hashFlag`` | immutable once linked |
+///
+/// The hash is kept from the first limit on, when evictions need it on every write; a store
+/// with only a time to live or a decider saves the 8 bytes per entry and hashes the key of an
+/// entry it expires or purges.
 @usableFromInline
 struct _Node<Key: Hashable, Value> {
   @usableFromInline let raw: UnsafeMutableRawPointer
@@ -87,6 +91,12 @@ struct _Node<Key: Hashable, Value> {
   static var writtenAtFlag: UInt64 { 16 }
   @inlinable @inline(__always)
   static var idleFlag: UInt64 { 32 }
+  @inlinable @inline(__always)
+  static var hashFlag: UInt64 { 64 }
+
+  /// The stamp bits of the optional metadata fields.
+  @inlinable @inline(__always)
+  static var optionalFields: UInt64 { 0b111_1100 }
 
   /// Where the metadata of a node that carries it starts.
   @inlinable @inline(__always)
@@ -96,16 +106,18 @@ struct _Node<Key: Hashable, Value> {
 
   /// The stamp flags of a node carrying `metadata`: which optional fields it stores.
   @inlinable @inline(__always)
-  static func flags(for metadata: _EntryMetadata, idleExpiresAt: Int64 = .max) -> UInt64 {
+  static func flags(
+    for metadata: _EntryMetadata, idleExpiresAt: Int64 = .max, keepsHash: Bool = true
+  ) -> UInt64 {
     metadataFlag | (metadata.expiresAt != .max ? expiryFlag : 0)
       | (metadata.cost != 0 ? costFlag : 0) | (metadata.writtenAt != 0 ? writtenAtFlag : 0)
-      | (idleExpiresAt != .max ? idleFlag : 0)
+      | (idleExpiresAt != .max ? idleFlag : 0) | (keepsHash ? hashFlag : 0)
   }
 
   /// The size of a node holding a value and metadata with the stamp flags `flags`.
   @inlinable @inline(__always)
   static func metadataNodeSize(flags: UInt64) -> Int {
-    metadataOffset + 16 + 8 * (flags >> 2 & 15).nonzeroBitCount
+    metadataOffset + 8 + 8 * (flags & optionalFields).nonzeroBitCount
   }
 
   // MARK: Making and destroying
@@ -137,10 +149,10 @@ struct _Node<Key: Hashable, Value> {
   @inlinable
   static func make(
     key: Key, value: Value, metadata: _EntryMetadata, idleExpiresAt: Int64 = .max,
-    recency: UInt32, slot: Int, hash: Int, version: UInt64, older: Int,
+    recency: UInt32, slot: Int, hash: Int?, version: UInt64, older: Int,
     memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
-    let flags = self.flags(for: metadata, idleExpiresAt: idleExpiresAt)
+    let flags = self.flags(for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: hash != nil)
     let node = allocate(
       byteCount: metadataNodeSize(flags: flags), version: version, flags: flags, older: older,
       memory: memory)
@@ -149,8 +161,7 @@ struct _Node<Key: Hashable, Value> {
     let base = node.raw + metadataOffset
     base.bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(recency))
     node.slot = slot
-    base.storeBytes(of: hash, toByteOffset: 8, as: Int.self)
-    var field = base + 16
+    var field = base + 8
     if flags & expiryFlag != 0 {
       field.storeBytes(of: metadata.expiresAt, as: Int64.self)
       field += 8
@@ -166,7 +177,9 @@ struct _Node<Key: Hashable, Value> {
     if flags & idleFlag != 0 {
       field.bindMemory(to: Atomic<Int64>.self, capacity: 1).initialize(
         to: Atomic(idleExpiresAt))
+      field += 8
     }
+    if let hash { field.storeBytes(of: hash, as: Int.self) }
     return node
   }
 
@@ -216,7 +229,7 @@ struct _Node<Key: Hashable, Value> {
       return _Node.make(
         key: key.pointee, value: value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt,
         recency: recency.pointee.load(ordering: .relaxed), slot: slot,
-        hash: storedHash.unsafelyUnwrapped, version: version, older: older, memory: memory)
+        hash: storedHash, version: version, older: older, memory: memory)
     }
     return _Node.make(
       key: key.pointee, value: value.pointee, version: version, older: older, memory: memory)
@@ -293,7 +306,8 @@ struct _Node<Key: Hashable, Value> {
   /// Where the optional metadata field `flag` is, given the stamp.
   @inlinable @inline(__always)
   func _field(_ flag: UInt64, stamp: UInt64) -> UnsafeMutableRawPointer {
-    raw + _Node.metadataOffset + 16 + 8 * (stamp & (flag &- 1) & 0b111100).nonzeroBitCount
+    raw + _Node.metadataOffset + 8
+      + 8 * (stamp & (flag &- 1) & _Node.optionalFields).nonzeroBitCount
   }
 
   /// When the entry expires (`Int64.max`: never); only on a node that ``hasMetadata``.
@@ -387,18 +401,23 @@ struct _Node<Key: Hashable, Value> {
     }
   }
 
-  /// The key's hash, kept by tombstones and nodes with metadata; `nil` in other nodes.
+  /// The key's hash, kept by tombstones and by nodes with metadata written since the first
+  /// limit (see ``hashFlag``); `nil` in other nodes.
   @inlinable @inline(__always)
   var storedHash: Int? {
     let stamp = self.stamp
     if stamp & _Node.tombstoneFlag != 0 {
       return raw.load(fromByteOffset: _Node.tombstoneRetiredOffset + 8, as: Int.self)
     }
-    if stamp & _Node.metadataFlag != 0 {
-      return raw.load(fromByteOffset: _Node.metadataOffset + 8, as: Int.self)
+    if stamp & _Node.hashFlag != 0 {
+      return _field(_Node.hashFlag, stamp: stamp).load(as: Int.self)
     }
     return nil
   }
+
+  /// The key's hash: the one kept, or the key hashed now.
+  @inlinable @inline(__always)
+  var hash: Int { storedHash ?? key.pointee.hashValue }
 
   @inlinable @inline(__always)
   var key: UnsafeMutablePointer<Key> {

@@ -172,7 +172,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // Only what the limits evict is remembered: a memory-pressure trim forgets instead. The
       // victim's node stays readable until the lock is released.
       if limits.reason == nil {
-        policy.noteEvicted(hash: victim.storedHash.unsafelyUnwrapped, count: table.stagedCount)
+        policy.noteEvicted(hash: victim.hash, count: table.stagedCount)
       }
       policy.evictions[evictionReason] += 1
       evictions += 1
