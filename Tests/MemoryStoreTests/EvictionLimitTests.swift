@@ -46,6 +46,25 @@ extension StoreContractTests {
       #expect(store.count == 8)
     }
 
+    @Test func entriesWrittenBeforeTheFirstLimitAreEvictedAndExpireLikeTheRest() {
+      // A store with a time to live keeps no hash in its entries; the first limit starts
+      // keeping them, and must still evict and expire the entries written before.
+      let clock = HeldScheduler()
+      let store = MemoryStore<String, Int>(scheduler: clock)
+      store.defaultTimeToLive = .seconds(10)
+      for index in 0..<1_000 { store["old-\(index)"] = index }
+      store.countLimit = 100
+      #expect(store.count == 100)
+      #expect(store._policyMismatch() == nil)
+      for index in 0..<300 { store["new-\(index)"] = index }
+      #expect(store.count == 100)
+      #expect(store.keys.allSatisfy { $0.hasPrefix("new-") }, "the old entries went first")
+      #expect(store._policyMismatch() == nil)
+      clock.move(by: .seconds(10))
+      #expect(store.isEmpty)
+      #expect(store._policyMismatch() == nil)
+    }
+
     @Test func loweringTheLimitEvictsAtOnce() {
       let store = MemoryStore<Int, Int>()
       store.addEntries(Dictionary(uniqueKeysWithValues: (0..<5_000).map { ($0, $0) }))
