@@ -61,6 +61,8 @@ struct Options {
   var skipped: Set<Section> = []
   /// Where `--export-traces` writes the eviction section's traces (and then stops).
   var exportDirectory: String?
+  /// The directory of real traces `--trace-dir` replays (and then stops).
+  var traceDirectory: String?
   /// Set in a child process the benchmark started to measure one store (see Probe.swift).
   var probe: ProbeRequest?
 
@@ -70,7 +72,7 @@ struct Options {
                                 [--eviction-only | --skip-eviction]
                                 [--memory-only | --skip-memory]
                                 [--growth-only | --skip-growth]
-                                [--export-traces DIR]
+                                [--export-traces DIR] [--trace-dir DIR]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
                          with 10000 entries and no blocking measurement; memory with 100000
                          entries, growth to 400000
@@ -94,6 +96,10 @@ struct Options {
                          write the eviction section's hit-rate traces (shorter with --quick) to
                          DIR as one key per line, with a manifest.tsv, and measure nothing (for
                          Scripts/hitrate/reference.py)
+      --trace-dir DIR    replay the real traces of DIR (written by
+                         Scripts/hitrate/convert-traces.py, or libCacheSim oracleGeneral files)
+                         at 5 % and 20 % of their distinct keys: the count limit beside strict
+                         LRU and Belady's MIN; nothing else is measured
     """
 
   struct UsageError: Error {
@@ -131,6 +137,8 @@ struct Options {
         stores = try Self.list(try value(), option: name)
       case "--export-traces":
         exportDirectory = try value()
+      case "--trace-dir":
+        traceDirectory = try value()
       case "--help", "-h":
         print(Self.usage)
         exit(0)
@@ -229,6 +237,10 @@ if let directory = options.exportDirectory {
     exit(1)
   }
   exit(0)
+}
+
+if let directory = options.traceDirectory {
+  exit(printRealTraceHitRates(directory: directory) ? 0 : 1)
 }
 
 let runStart = monotonicNanos()

@@ -14,6 +14,7 @@ object hit ratios, and Belady there is libCacheSim's size-aware heuristic, not a
 
     pip install libcachesim numpy
     python3 Scripts/hitrate/reference.py DIR [--policies LRU,ARC,...] [--benchmark FILE]
+    python3 Scripts/hitrate/reference.py --trace-dir DIR [...]   # real traces (convert-traces.py)
 
 With `--benchmark FILE` (the saved output of `MemoryStoreBenchmark --eviction-only`, run with the
 same `--quick` or not as the export), the table also shows MemoryStore's hit ratio, its distance
@@ -91,9 +92,45 @@ def read_benchmark(path):
     return rows
 
 
+def exported_traces(directory):
+    """(name, keys, sizes, capacities) of each trace of an --export-traces directory."""
+    for row in read_manifest(directory):
+        name = row["name"]
+        text = open(os.path.join(directory, name + ".txt"), "rb").read()
+        sized = len(text.split(b"\n", 1)[0].split()) == 2
+        values = np.array(text.split(), dtype=np.int64)
+        keys, sizes = (values[0::2], values[1::2]) if sized else (values, None)
+        yield name, keys, sizes, (int(row["capacity1"]), int(row["capacity10"]))
+
+
+def real_traces(directory):
+    """(name, keys, None, capacities) of each real trace of a --trace-dir directory (written by
+    convert-traces.py, or libCacheSim oracleGeneral files), at 5 % and 20 % of its distinct
+    keys, as the benchmark's real-trace section replays them."""
+    record = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    for file in sorted(os.listdir(directory)):
+        path = os.path.join(directory, file)
+        if file.endswith(".u64"):
+            name, raw = file[: -len(".u64")], np.fromfile(path, dtype="<u8")
+        elif ".oracleGeneral" in file:
+            name, raw = file.split(".oracleGeneral")[0], np.fromfile(path, dtype=record)["id"]
+        else:
+            continue
+        if len(raw) == 0:
+            continue
+        _, keys = np.unique(raw, return_inverse=True)
+        distinct = int(keys.max()) + 1
+        yield name, keys.astype(np.int64), None, (max(distinct // 20, 1), max(distinct // 5, 1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", help="a directory written by --export-traces")
+    parser.add_argument(
+        "--trace-dir", action="store_true",
+        help="the directory holds real traces (convert-traces.py), replayed at 5 %% and 20 %% of "
+        "their distinct keys, as `MemoryStoreBenchmark --trace-dir` does",
+    )
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--benchmark", help="the benchmark's output, to compare with")
     arguments = parser.parse_args()
@@ -112,28 +149,30 @@ def main():
     print("| trace | capacity | " + " | ".join(columns) + " |")
     print("|---|---:|" + "---:|" * len(columns))
     with tempfile.TemporaryDirectory() as scratch:
-        for row in read_manifest(arguments.directory):
-            name = row["name"]
-            text = open(os.path.join(arguments.directory, name + ".txt"), "rb").read()
-            sized = len(text.split(b"\n", 1)[0].split()) == 2
-            values = np.array(text.split(), dtype=np.int64)
-            keys, sizes = (values[0::2], values[1::2]) if sized else (values, None)
+        traces = (real_traces if arguments.trace_dir else exported_traces)(arguments.directory)
+        means = {}
+        for name, keys, sizes, capacities in traces:
+            sized = sizes is not None
             oracle = os.path.join(scratch, name + ".oracleGeneral")
             write_oracle(keys, oracle, sizes)
-            for capacity in (int(row["capacity1"]), int(row["capacity10"])):
+            for capacity in capacities:
                 ratios = {
                     policy: hit_ratio(policy, oracle, capacity, sized) for policy in policies
                 }
+                for policy, ratio in ratios.items():
+                    means.setdefault(policy, []).append(ratio)
                 cells = [f"{ratios[policy]:.2f}" for policy in policies]
                 if contenders:
                     best = max(contenders, key=lambda policy: ratios[policy])
                     cells.append(f"{ratios[best]:.2f} ({best})")
+                    means.setdefault("best", []).append(ratios[best])
                 if benchmark is not None:
                     ours = benchmark.get((name, capacity))
                     if ours is None:
                         cells += ["n/a", "n/a"]
                         disagreements.append(f"{name} at {capacity}: not in the benchmark's output")
                     else:
+                        means.setdefault("MemoryStore", []).append(ours["MemoryStore"])
                         cells.append(f"{ours['MemoryStore']:.2f}")
                         if contenders:
                             distance = ours["MemoryStore"] - ratios[best]
@@ -152,6 +191,11 @@ def main():
                                 )
                 print(f"| {name} | {capacity} | " + " | ".join(cells) + " |", flush=True)
             os.remove(oracle)
+    print("")
+    print(
+        "- Means over the rows: "
+        + ", ".join(f"{policy} {sum(v) / len(v):.2f}" for policy, v in means.items())
+    )
     if benchmark is not None:
         print("")
         agreed = "yes" if not disagreements else "NO: " + "; ".join(disagreements)

@@ -1,0 +1,139 @@
+// The real-trace section (`--trace-dir DIR`): hit rates of the count limit on published cache
+// traces that Scripts/hitrate/convert-traces.py wrote to DIR, beside strict LRU and Belady's MIN,
+// at 5 % and 20 % of each trace's distinct keys. Scripts/hitrate/reference.py replays the same
+// directory through libCacheSim's policies.
+
+import Foundation
+
+/// One published trace, converted.
+struct RealTrace {
+  var name: String
+  /// What the workload is (database, web, storage, program, …), from the manifest.
+  var kind: String
+  var keys: [Int]
+  var distinctKeys: Int
+
+  /// The capacities a trace is replayed at: 5 % and 20 % of its distinct keys.
+  var capacities: [Int] { [max(distinctKeys / 20, 1), max(distinctKeys / 5, 1)] }
+}
+
+/// The traces of `directory`: every `.u64` file (keys as little-endian unsigned 64-bit
+/// integers, as convert-traces.py writes them) and every libCacheSim oracleGeneral file
+/// (`.oracleGeneral`, `.oracleGeneral.bin`: 24-byte records whose bytes 4 to 11 are the key), by
+/// name; the kinds come from `manifest.tsv` when there is one.
+func readRealTraces(in directory: String) throws -> [RealTrace] {
+  let url = URL(filePath: directory, directoryHint: .isDirectory)
+  var kinds: [String: String] = [:]
+  if let manifest = try? String(contentsOf: url.appending(path: "manifest.tsv"), encoding: .utf8) {
+    for line in manifest.split(separator: "\n").dropFirst() {
+      let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+      if fields.count >= 2 { kinds[String(fields[0])] = String(fields[1]) }
+    }
+  }
+  var traces: [RealTrace] = []
+  for file in try FileManager.default.contentsOfDirectory(atPath: directory).sorted() {
+    let recordSize: Int
+    let keyOffset: Int
+    let name: String
+    if file.hasSuffix(".u64") {
+      (recordSize, keyOffset, name) = (8, 0, String(file.dropLast(4)))
+    } else if let range = file.range(of: ".oracleGeneral") {
+      (recordSize, keyOffset, name) = (24, 4, String(file[..<range.lowerBound]))
+    } else {
+      continue
+    }
+    let data = try Data(contentsOf: url.appending(path: file))
+    // Keys are numbered in order of first use, 0 up: what Belady's replay indexes arrays with.
+    var numbers: [UInt64: Int] = [:]
+    let keys = data.withUnsafeBytes { bytes in
+      (0..<bytes.count / recordSize).map { index in
+        let key = UInt64(
+          littleEndian: bytes.loadUnaligned(
+            fromByteOffset: index * recordSize + keyOffset, as: UInt64.self))
+        if let number = numbers[key] { return number }
+        numbers[key] = numbers.count
+        return numbers.count - 1
+      }
+    }
+    guard !keys.isEmpty else { continue }
+    traces.append(
+      RealTrace(name: name, kind: kinds[name] ?? "unknown", keys: keys, distinctKeys: numbers.count))
+  }
+  return traces
+}
+
+/// Replays every trace of `directory` at its two capacities and prints the table.
+func printRealTraceHitRates(directory: String) -> Bool {
+  let traces: [RealTrace]
+  do {
+    traces = try readRealTraces(in: directory)
+  } catch {
+    progress("MemoryStoreBenchmark: could not read the traces in \(directory): \(error)")
+    return false
+  }
+  guard !traces.isEmpty else {
+    progress("MemoryStoreBenchmark: no .u64 or .oracleGeneral trace in \(directory)")
+    return false
+  }
+  print("## Hit rate on real traces: count limit against strict LRU and Belady's MIN")
+  print("")
+  print(
+    "Traces from \(directory) (Scripts/hitrate/convert-traces.py); single thread; a miss "
+      + "inserts the key. Capacities are 5 % and 20 % of each trace's distinct keys. Higher is "
+      + "better; differences are in percentage points. Scripts/hitrate/reference.py "
+      + "--trace-dir replays the same files through libCacheSim's policies.")
+  print("")
+  for trace in traces {
+    print(
+      "- \(trace.name): \(trace.kind); \(trace.keys.count) requests, \(trace.distinctKeys) "
+        + "distinct keys")
+  }
+  print("")
+  print(
+    "| trace | capacity | strict LRU | MemoryStore | Belady | MemoryStore - LRU | gap to Belady |")
+  print("|---|---:|---:|---:|---:|---:|---:|")
+  var sums = (lru: 0.0, store: 0.0, belady: 0.0)
+  var rows = 0
+  var belowLRU: [String] = []
+  var limitHeld = true
+  for trace in traces {
+    for capacity in trace.capacities {
+      let lru = lruHitRate(trace.keys, capacity: capacity) * 100
+      let ours = storeHitRate(trace.keys, capacity: capacity)
+      let store = ours.rate * 100
+      let belady = beladyHitRate(trace.keys, capacity: capacity) * 100
+      limitHeld = limitHeld && ours.withinLimit
+      sums.lru += lru
+      sums.store += store
+      sums.belady += belady
+      rows += 1
+      if store < lru - 0.005 { belowLRU.append("\(trace.name) at \(capacity)") }
+      print(
+        "| \(trace.name) | \(capacity) | \(fixed(lru, 2)) % | \(fixed(store, 2)) % "
+          + "| \(fixed(belady, 2)) % | \(signedText(store - lru)) | \(fixed(belady - store, 2)) |")
+      progress(
+        "real trace \(trace.name) capacity \(capacity): LRU \(fixed(lru, 2)), MemoryStore "
+          + "\(fixed(store, 2)), Belady \(fixed(belady, 2))")
+    }
+  }
+  let count = Double(rows)
+  print("")
+  print(
+    "- Mean over the \(rows) rows: strict LRU \(fixed(sums.lru / count, 2)) %, MemoryStore "
+      + "\(fixed(sums.store / count, 2)) %, Belady \(fixed(sums.belady / count, 2)) %")
+  print(
+    "- Target: never below LRU: **\(belowLRU.isEmpty ? "MET" : "NOT MET")**"
+      + (belowLRU.isEmpty ? "" : " (\(belowLRU.count) rows: \(belowLRU.joined(separator: ", ")))"))
+  print(
+    "- Target: within 1.5 points of the best of ARC, S3-FIFO, SIEVE, W-TinyLFU and LIRS on "
+      + "every row, and a mean at least the best single policy's: Scripts/hitrate/reference.py "
+      + "--trace-dir measures them")
+  print("- The count limit held after every trace: \(limitHeld ? "yes" : "**NO**")")
+  print("")
+  return true
+}
+
+/// `value` with two decimals and an explicit sign.
+private func signedText(_ value: Double) -> String {
+  (value >= 0 ? "+" : "") + fixed(value, 2)
+}
