@@ -57,7 +57,8 @@ func readRealTraces(in directory: String) throws -> [RealTrace] {
     }
     guard !keys.isEmpty else { continue }
     traces.append(
-      RealTrace(name: name, kind: kinds[name] ?? "unknown", keys: keys, distinctKeys: numbers.count))
+      RealTrace(name: name, kind: kinds[name] ?? "unknown", keys: keys, distinctKeys: numbers.count)
+    )
   }
   return traces
 }
