@@ -40,6 +40,13 @@ struct _EvictionOrder: Sendable {
   /// How often, lately, a new key of the sample was in `sampledEvictions`, in 65 536ths
   /// (an exponential moving average over 128 such keys).
   @usableFromInline var returnScore = 0
+  /// How often, lately, a returning key of the sample was evicted after the previous one that
+  /// returned, in 65 536ths (an exponential moving average over 32 such keys): keys that come
+  /// back in the order they left are a loop; keys that come back in any order are a working
+  /// set larger than the store, which starting new keys at the hand would only hurt.
+  @usableFromInline var orderScore = 0
+  /// The sample's insertion number of the last returning key.
+  @usableFromInline var lastReturned: UInt32 = 0
 
   @usableFromInline init() {}
 
@@ -86,14 +93,19 @@ struct _EvictionOrder: Sendable {
   /// `returnScore` above which new keys start at the hand: 0.9.
   @inlinable static var loopThreshold: Int { 58_982 }
 
+  /// `orderScore` above which returning keys are taken for a loop: 0.75.
+  @inlinable static var orderThreshold: Int { 49_152 }
+
   /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it.
   /// O(1).
   ///
   /// In a store without limits (any more), or for a key not seen lately, at the newest end. A
   /// key the limits evicted within the last cache-ful of evictions came back too soon: just
   /// behind the hand, a whole pass away. While most new keys of the sample were evicted within the
-  /// last 16 cache-fuls (a loop over more keys than the store holds, which any order that
-  /// keeps the newest would miss entirely), new keys start at the hand instead, placed there
+  /// last 16 cache-fuls, and most of those came back in the order they left (a loop over more
+  /// keys than the store holds, which any order that keeps the newest would miss entirely; keys
+  /// that come back in any order are a working set larger than the store, which the rule would
+  /// freeze on keys it has left), new keys start at the hand instead, placed there
   /// once the write's evictions are done (see ``placePendingEntry()``): the next eviction
   /// takes the newest key unless it was read, and the rest of the store stays.
   @inlinable @inline(__always)
@@ -107,11 +119,16 @@ struct _EvictionOrder: Sendable {
     // The store's entries before this one.
     let window = limits.cacheful(count: count - 1)
     if Self.isSampled(hash) {
-      let returned = sampledEvictions.contains(
-        _GhostKeys.fingerprint(hash), within: window)
-      returnScore += ((returned ? 65_536 : 0) - returnScore) >> 7
+      let returned = sampledEvictions.insertionNumber(
+        of: _GhostKeys.fingerprint(hash), within: window)
+      returnScore += ((returned != nil ? 65_536 : 0) - returnScore) >> 7
+      if let returned {
+        let inOrder = Int32(bitPattern: returned &- lastReturned) > 0
+        lastReturned = returned
+        orderScore += ((inOrder ? 65_536 : 0) - orderScore) >> 5
+      }
     }
-    if returnScore > Self.loopThreshold && hand >= 0 {
+    if returnScore > Self.loopThreshold && orderScore > Self.orderThreshold && hand >= 0 {
       placePendingEntry()
       pendingAtHand = position
       return

@@ -86,6 +86,19 @@ struct _GhostKeys: @unchecked Sendable {
       || remembers(slots[first + 1], fingerprint, within: window)
   }
 
+  /// The number of the insertion of `fingerprint` (wrapping), if it is among the last `window`
+  /// inserted and still remembered.
+  @inlinable @inline(__always)
+  func insertionNumber(of fingerprint: UInt32, within window: Int) -> UInt32? {
+    guard let slots else { return nil }
+    let first = bucket(fingerprint)
+    let slot =
+      remembers(slots[first], fingerprint, within: window)
+      ? slots[first]
+      : remembers(slots[first + 1], fingerprint, within: window) ? slots[first + 1] : 0
+    return slot == 0 ? nil : UInt32(truncatingIfNeeded: slot >> 32)
+  }
+
   /// Whether `slot` holds `fingerprint`, inserted within the last `window` insertions.
   @inlinable @inline(__always)
   func remembers(_ slot: UInt64, _ fingerprint: UInt32, within window: Int) -> Bool {
