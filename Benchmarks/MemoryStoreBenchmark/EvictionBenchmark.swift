@@ -116,6 +116,18 @@ func storeHitRate(_ trace: [Int], capacity: Int) -> (rate: Double, withinLimit: 
   return (Double(hits) / Double(trace.count), store.count <= capacity)
 }
 
+/// One row of a hit-rate table: strict LRU, the store and Belady on `trace` at `capacity`, in
+/// percent, and whether the store's count limit held.
+func hitRateRow(
+  _ trace: [Int], capacity: Int
+) -> (lru: Double, store: Double, belady: Double, limitHeld: Bool) {
+  let ours = storeHitRate(trace, capacity: capacity)
+  return (
+    lruHitRate(trace, capacity: capacity) * 100, ours.rate * 100,
+    beladyHitRate(trace, capacity: capacity) * 100, ours.withinLimit
+  )
+}
+
 func printHitRates(plan: EvictionPlan) {
   let traces = hitRateTraces(length: plan.traceLength, keySpace: plan.keySpace)
   print("## Hit rate: count limit (SIEVE order) against strict LRU and Belady's MIN")
@@ -140,11 +152,8 @@ func printHitRates(plan: EvictionPlan) {
   var beladyIsBest = true
   for trace in traces {
     for capacity in trace.capacities {
-      let lru = lruHitRate(trace.keys, capacity: capacity) * 100
-      let ours = storeHitRate(trace.keys, capacity: capacity)
-      let store = ours.rate * 100
-      let belady = beladyHitRate(trace.keys, capacity: capacity) * 100
-      limitHeld = limitHeld && ours.withinLimit
+      let (lru, store, belady, held) = hitRateRow(trace.keys, capacity: capacity)
+      limitHeld = limitHeld && held
       beladyIsBest = beladyIsBest && belady >= max(lru, store)
       if trace.name.hasPrefix("zipf-") && !trace.name.hasSuffix("scans") {
         worst = min(worst, store / lru)
@@ -280,7 +289,7 @@ func printSizedHitRates(plan: EvictionPlan) {
 }
 
 /// `value` with two decimals and an explicit sign.
-private func signed(_ value: Double) -> String {
+func signed(_ value: Double) -> String {
   (value >= 0 ? "+" : "") + fixed(value, 2)
 }
 

@@ -99,11 +99,8 @@ func printRealTraceHitRates(directory: String) -> Bool {
   var limitHeld = true
   for trace in traces {
     for capacity in trace.capacities {
-      let lru = lruHitRate(trace.keys, capacity: capacity) * 100
-      let ours = storeHitRate(trace.keys, capacity: capacity)
-      let store = ours.rate * 100
-      let belady = beladyHitRate(trace.keys, capacity: capacity) * 100
-      limitHeld = limitHeld && ours.withinLimit
+      let (lru, store, belady, held) = hitRateRow(trace.keys, capacity: capacity)
+      limitHeld = limitHeld && held
       sums.lru += lru
       sums.store += store
       sums.belady += belady
@@ -111,7 +108,7 @@ func printRealTraceHitRates(directory: String) -> Bool {
       if store < lru - 0.005 { belowLRU.append("\(trace.name) at \(capacity)") }
       print(
         "| \(trace.name) | \(capacity) | \(fixed(lru, 2)) % | \(fixed(store, 2)) % "
-          + "| \(fixed(belady, 2)) % | \(signedText(store - lru)) | \(fixed(belady - store, 2)) |")
+          + "| \(fixed(belady, 2)) % | \(signed(store - lru)) | \(fixed(belady - store, 2)) |")
       progress(
         "real trace \(trace.name) capacity \(capacity): LRU \(fixed(lru, 2)), MemoryStore "
           + "\(fixed(store, 2)), Belady \(fixed(belady, 2))")
@@ -132,9 +129,4 @@ func printRealTraceHitRates(directory: String) -> Bool {
   print("- The count limit held after every trace: \(limitHeld ? "yes" : "**NO**")")
   print("")
   return true
-}
-
-/// `value` with two decimals and an explicit sign.
-private func signedText(_ value: Double) -> String {
-  (value >= 0 ? "+" : "") + fixed(value, 2)
 }
