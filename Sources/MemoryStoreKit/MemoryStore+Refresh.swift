@@ -63,13 +63,7 @@ extension MemoryStore {
   /// Thread-safe.
   public var onRefreshFailure: RefreshFailureHandler? {
     get { _functions.withLock { $0.onRefreshFailure } }
-    set {
-      let replaced = _functions.withLock { functions in
-        defer { functions.onRefreshFailure = newValue }
-        return functions.onRefreshFailure
-      }
-      withExtendedLifetime(replaced) {}
-    }
+    set { _replaceFunction(\.onRefreshFailure, with: newValue) }
   }
 
   /// An entry that a get-or-load found due for a reload: its key, the version of its node
@@ -111,10 +105,13 @@ extension MemoryStore {
   ) {
     let now = _clockNanos()
     let lifetime = _signals.refreshLifetime.load(ordering: .relaxed)
+    // The write time of an entry written before write times were kept (rare: read only then).
+    let writeTimesSince =
+      due.contains { $0.writtenAt == 0 } ? _writer.withLock { $0.policy.writeTimesSince } : 0
     let started = _inFlight.withLock { inFlight in
       due.compactMap { entry -> (_DueEntry, _Load<Value>)? in
         guard inFlight.loads[entry.key] == nil,
-          entry.writtenAt != 0 || now - inFlight.writeTimesSince >= lifetime
+          entry.writtenAt != 0 || now - writeTimesSince >= lifetime
         else { return nil }
         let flight = _Load<Value>()
         inFlight.loads[entry.key] = flight

@@ -80,10 +80,7 @@ struct _GhostKeys: @unchecked Sendable {
   /// Whether `fingerprint` is among the last `window` inserted and still remembered.
   @inlinable @inline(__always)
   func contains(_ fingerprint: UInt32, within window: Int) -> Bool {
-    guard let slots else { return false }
-    let first = bucket(fingerprint)
-    return remembers(slots[first], fingerprint, within: window)
-      || remembers(slots[first + 1], fingerprint, within: window)
+    insertionNumber(of: fingerprint, within: window) != nil
   }
 
   /// The number of the insertion of `fingerprint` (wrapping), if it is among the last `window`

@@ -78,13 +78,7 @@ extension MemoryStore {
     set {
       let now = _clockNanos()
       let isFirst = newValue != nil && _startKeepingWriteTimes(now: now)
-      // The decider replaced is released after unlocking: it may hold the last reference to
-      // something whose deinit uses the store.
-      let replaced = _functions.withLock { functions in
-        defer { functions.evictionDecider = newValue }
-        return functions.evictionDecider
-      }
-      withExtendedLifetime(replaced) {}
+      _replaceFunction(\.evictionDecider, with: newValue)
       guard isFirst else { return }
       _signals.readTick.store(Self._tick(now), ordering: .relaxed)
       _scheduleTick()
@@ -92,11 +86,28 @@ extension MemoryStore {
     }
   }
 
+  /// Replaces the function at `keyPath` with `newValue`: under the functions' lock, with
+  /// `_signals.judgesEntries` kept in step with them there, so that concurrent setters leave
+  /// them agreeing; the function replaced is released after unlocking (it may hold the last
+  /// reference to something whose deinit uses the store).
+  func _replaceFunction<Function>(
+    _ keyPath: WritableKeyPath<_UserFunctions, Function?>, with newValue: Function?
+  ) {
+    let replaced = _functions.withLock { functions in
+      defer {
+        functions[keyPath: keyPath] = newValue
+        _signals.judgesEntries.store(functions.judgesEntries, ordering: .relaxed)
+      }
+      return functions[keyPath: keyPath]
+    }
+    withExtendedLifetime(replaced) {}
+  }
+
   /// Makes entries keep their write time from now on, if they did not; returns whether they
   /// did not. Entries written before report `now`.
   func _startKeepingWriteTimes(now: Int64) -> Bool {
     guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
-    let isFirst = _transact { write in
+    return _transact { write in
       guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
       write.policy.writeTimesSince = now
       _signals.keepsWriteTimes.store(true, ordering: .relaxed)
@@ -104,8 +115,6 @@ extension MemoryStore {
       write.activatePolicy(in: self)
       return true
     }
-    if isFirst { _inFlight.withLock { $0.writeTimesSince = now } }
-    return isFirst
   }
 
   /// Asks the eviction decider about every entry and removes those it returns `true` for.

@@ -23,17 +23,7 @@ extension MemoryStore {
   /// does, they also read the scheduler's clock. Thread-safe.
   public var defaultTimeToLive: Duration? {
     get { _writer.withLock { $0.policy.expiry.defaultTimeToLive } }
-    set {
-      if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
-      // With a time to live, the write reads the clock: loaded entries get deadlines.
-      _transact(timeToLive: newValue) { write in
-        let loaded = newValue == nil ? [] : write.loadedKeys(in: self)
-        write.activatePolicy(in: self)
-        write.policy.expiry.defaultTimeToLive = newValue
-        write.giveDeadlines(
-          to: loaded, lifetime: write.policy.expiry.defaultLifetime, idleLifetime: nil, in: self)
-      }
-    }
+    set { _setExpiry(\.defaultTimeToLive, to: newValue) }
   }
 
   /// A rule that gives each entry its own time to live from its key and value: a token that
@@ -75,16 +65,7 @@ extension MemoryStore {
           _signals.timesEntries.store(true, ordering: .relaxed)
         }
       }
-      // As for `entryCost`: the flag is set under the function's lock, and the function
-      // replaced is released after unlocking.
-      let replaced = _functions.withLock { functions in
-        defer {
-          functions.entryTimeToLive = newValue
-          _signals.judgesEntries.store(functions.judgesEntries, ordering: .relaxed)
-        }
-        return functions.entryTimeToLive
-      }
-      withExtendedLifetime(replaced) {}
+      _replaceFunction(\.entryTimeToLive, with: newValue)
     }
   }
 
@@ -115,16 +96,23 @@ extension MemoryStore {
   /// Thread-safe.
   public var timeToIdle: Duration? {
     get { _writer.withLock { $0.policy.expiry.timeToIdle } }
-    set {
-      if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
-      _transact(timeToLive: newValue) { write in
-        let loaded = newValue == nil ? [] : write.loadedKeys(in: self)
-        write.activatePolicy(in: self)
-        write.policy.expiry.timeToIdle = newValue
-        _signals.idleLifetime.store(write.policy.expiry.idleLifetime ?? 0, ordering: .relaxed)
-        write.giveDeadlines(
-          to: loaded, lifetime: nil, idleLifetime: write.policy.expiry.idleLifetime, in: self)
-      }
+    set { _setExpiry(\.timeToIdle, to: newValue) }
+  }
+
+  /// Sets ``defaultTimeToLive`` or ``timeToIdle`` (`setting`) in one write, which also gives
+  /// the entries a load wrote, and no write replaced since, the deadlines they lack under the
+  /// store's settings, from now. With a value, the write reads the clock.
+  func _setExpiry(_ setting: WritableKeyPath<_Expiry, Duration?>, to newValue: Duration?) {
+    if newValue != nil { _signals.timesEntries.store(true, ordering: .relaxed) }
+    _transact(timeToLive: newValue) { write in
+      let loaded = newValue == nil ? [] : write.loadedKeys(in: self)
+      write.activatePolicy(in: self)
+      write.policy.expiry[keyPath: setting] = newValue
+      let (lifetime, idleLifetime) = (
+        write.policy.expiry.defaultLifetime, write.policy.expiry.idleLifetime
+      )
+      _signals.idleLifetime.store(idleLifetime ?? 0, ordering: .relaxed)
+      write.giveDeadlines(to: loaded, lifetime: lifetime, idleLifetime: idleLifetime, in: self)
     }
   }
 

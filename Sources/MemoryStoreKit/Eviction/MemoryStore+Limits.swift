@@ -85,17 +85,7 @@ extension MemoryStore {
     get { _functions.withLock { $0.entryCost } }
     set {
       if newValue != nil { _transact(activatingPolicy: true) { _ in } }
-      // The function replaced is released after unlocking, like a decider.
-      // The flag is set under the same lock as the function, so that concurrent setters
-      // leave them agreeing.
-      let replaced = _functions.withLock { functions in
-        defer {
-          functions.entryCost = newValue
-          _signals.judgesEntries.store(functions.judgesEntries, ordering: .relaxed)
-        }
-        return functions.entryCost
-      }
-      withExtendedLifetime(replaced) {}
+      _replaceFunction(\.entryCost, with: newValue)
     }
   }
 

@@ -68,6 +68,19 @@ struct _Policy: Sendable {
     order.noteEvicted(hash: hash, cacheful: limits.cacheful(count: count))
   }
 
+  /// Whether the table's ring has holes enough to fill some (see ``fillRingHoles(_:)``). O(1).
+  @inlinable @inline(__always)
+  func hasRingHolesToFill<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
+    purgesRunning == 0 && table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
+  }
+
+  /// Whether a write's end has anything to do besides evicting for the limits: an entry
+  /// waiting to be placed at the hand, or ring holes to fill. O(1).
+  @inlinable @inline(__always)
+  func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
+    limits.isLimited || order.pendingAtHand >= 0 || hasRingHolesToFill(table)
+  }
+
   /// Fills up to four holes of the table's ring with its last entries once there are more
   /// than a sixteenth of the ring (and 16), unless a purge walks it (positions must then stay
   /// put); keeps the eviction order, the hand and the expiry heap's positions in step. O(1).
@@ -75,9 +88,7 @@ struct _Policy: Sendable {
   mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
     // A few holes are left for the next insertions to take (an evicting write leaves one for
     // the next): filling them would move an entry per eviction for nothing.
-    guard purgesRunning == 0,
-      table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
-    else { return }
+    guard hasRingHolesToFill(table) else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
       order.moveEntry(from: from, to: to)

@@ -44,9 +44,6 @@ struct _InFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Loads of `value(forKey:orLoad:)` and `values(forKeys:orLoad:)`, and refreshes, one per
   /// key.
   var loads: [Key: _Load<Value>] = [:]
-  /// When entries started keeping their write time, in the store's nanoseconds: the write
-  /// time of an entry written before, for ``MemoryStore/timeToRefresh``.
-  var writeTimesSince: Int64 = 0
   /// Called when a reload of ``MemoryStore/timeToRefresh`` has ended, outside every lock: lets
   /// tests wait for one.
   var afterReload: (@Sendable () -> Void)?

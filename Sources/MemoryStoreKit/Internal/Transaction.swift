@@ -144,13 +144,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func end(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
     guard carriesMetadata && !ended else { return }
     ended = true
-    // A store without limits has nothing to evict: unless the write expired entries, left an
-    // entry to place at the hand or many ring holes, it skips the call.
-    if !policy.limits.isLimited && expiredCount == 0 && policy.order.pendingAtHand < 0
-      && store._table.freeRingPositionCount <= 16
-    {
-      return
-    }
+    // A store without limits has nothing to evict: the call is skipped unless the write
+    // expired entries (to count) or the policy has other work at the end.
+    guard expiredCount > 0 || policy.hasWorkAtEnd(store._table) else { return }
     evict(to: limits, in: store)
   }
 
