@@ -20,7 +20,8 @@ extension MemoryStore {
   ///   subscript and the other reads, which have no loader, never refresh.
   /// - **One reload at a time per key**, shared with loads: while a key's reload runs, hits do
   ///   not start another, and a caller that misses on the key (it expired meanwhile) waits for
-  ///   the reload as it would for a load.
+  ///   the reload as it would for a load, and gets what the store then holds, or else the
+  ///   value reloaded.
   /// - **What the reload does.** Its value replaces the entry's if the entry is still the one
   ///   it reloaded: a write or a removal of the key while it runs wins, and the reloaded value
   ///   is dropped (a removed entry never comes back). The new value is a write: its write time
@@ -66,9 +67,9 @@ extension MemoryStore {
     set { _replaceFunction(\.onRefreshFailure, with: newValue) }
   }
 
-  /// An entry that a get-or-load found due for a reload: its key, the version of its node
-  /// (what the reload replaces) and its write time (0: written before write times were kept).
-  typealias _DueEntry = (key: Key, version: UInt64, writtenAt: Int64)
+  /// An entry that a get-or-load found due for a reload: its key, and the version of its node
+  /// (what the reload replaces).
+  typealias _DueEntry = (key: Key, version: UInt64)
 
   /// The value for `key`, read as the subscript reads it, and, when the store refreshes and
   /// the entry is due, the entry to reload.
@@ -89,30 +90,21 @@ extension MemoryStore {
     }
     guard let (value, version, writtenAt) = found else { return nil }
     let lifetime = _signals.refreshLifetime.load(ordering: .relaxed)
-    // An entry written before write times were kept is judged when the reload is claimed.
-    guard lifetime != 0, writtenAt == 0 || _clockNanos() - writtenAt >= lifetime else {
-      return (value, nil)
-    }
-    return (value, (key, version, writtenAt))
+    // An entry written before write times were kept counts as written when they started.
+    let written = Swift.max(writtenAt, _signals.writeTimesSince.load(ordering: .relaxed))
+    guard lifetime != 0, _clockNanos() - written >= lifetime else { return (value, nil) }
+    return (value, (key, version))
   }
 
-  /// Starts one reload of the entries of `due` that no load or reload is running for (and,
-  /// for those written before write times were kept, that are due), with `load`, in a task of
-  /// its own.
+  /// Starts one reload of the entries of `due` that no load or reload is running for, with
+  /// `load`, in a task of its own.
   func _refresh(
     _ due: [_DueEntry], cost: (@Sendable (Value) -> Int)?, timeToLive: Duration?,
     _ load: @escaping @Sendable ([Key]) async throws -> [Key: Value]
   ) {
-    let now = _clockNanos()
-    let lifetime = _signals.refreshLifetime.load(ordering: .relaxed)
-    // The write time of an entry written before write times were kept (rare: read only then).
-    let writeTimesSince =
-      due.contains { $0.writtenAt == 0 } ? _writer.withLock { $0.policy.writeTimesSince } : 0
     let started = _inFlight.withLock { inFlight in
       due.compactMap { entry -> (_DueEntry, _Load<Value>)? in
-        guard inFlight.loads[entry.key] == nil,
-          entry.writtenAt != 0 || now - writeTimesSince >= lifetime
-        else { return nil }
+        guard inFlight.loads[entry.key] == nil else { return nil }
         let flight = _Load<Value>()
         inFlight.loads[entry.key] = flight
         return (entry, flight)
@@ -151,23 +143,33 @@ extension MemoryStore {
     }
     // A time to live, given or by default, needs the clock: the write reads it if any is given.
     let anyLifetime = replacements.lazy.compactMap(\.timeToLive).first
-    let applied = _transact(timeToLive: anyLifetime) { write in
-      let defaultTimeToLive = write.policy.expiry.defaultTimeToLive
-      return replacements.map { replacement in
-        var replacement = replacement
-        replacement.timeToLive = replacement.timeToLive ?? defaultTimeToLive
-        return write.replace([replacement], in: self)
+    let applied: [Bool] =
+      replacements.isEmpty
+      ? []
+      : _transact(timeToLive: anyLifetime) { write in
+        let defaultTimeToLive = write.policy.expiry.defaultTimeToLive
+        return replacements.map { replacement in
+          var replacement = replacement
+          replacement.timeToLive = replacement.timeToLive ?? defaultTimeToLive
+          return write.replace([replacement], in: self)
+        }
       }
-    }
     var appliedKeys: Set<Key> = []
     for (replacement, stored) in zip(replacements, applied) where stored {
       appliedKeys.insert(replacement.key)
     }
-    // A waiter whose reload was dropped loads the key itself, as after a bulk load that left
-    // it out.
+    // A caller that missed meanwhile (the entry expired) gets what the store now holds (a
+    // write won) or the value reloaded, which a dropped reload does not store; a key the
+    // loader left out it loads itself, as after a bulk load.
     _finishLoads(
       flights.map { entry, flight in
-        (entry.key, flight, .success(appliedKeys.contains(entry.key) ? loaded[entry.key] : nil))
+        let value =
+          appliedKeys.contains(entry.key)
+          ? loaded[entry.key]
+          : loaded[entry.key].map { reloaded in
+            _withReadAccess { $0.value(forKey: entry.key) } ?? reloaded
+          }
+        return (entry.key, flight, .success(value))
       })
   }
 }

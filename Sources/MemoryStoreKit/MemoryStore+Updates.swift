@@ -49,7 +49,8 @@ extension MemoryStore {
       // Absent and left absent: the read alone is the whole operation.
       if version == nil && value == nil { return result }
       let terms = value.map { _terms(key, $0) }
-      let applied = _transact {
+      // A time to live from the store's rule: the write reads the precise clock.
+      let applied = _transact(timeToLive: terms?.timeToLive) {
         $0.replace([(key, value, version, terms?.cost, terms?.timeToLive)], in: self)
       }
       if applied { return result }
@@ -166,7 +167,8 @@ extension MemoryStore {
           timeToLive: terms.timeToLive
         )
       }
-      let applied = _transact { $0.replace(entries, in: self) }
+      let lifetime = entries.lazy.compactMap(\.timeToLive).first
+      let applied = _transact(timeToLive: lifetime) { $0.replace(entries, in: self) }
       if applied { return }
     }
   }

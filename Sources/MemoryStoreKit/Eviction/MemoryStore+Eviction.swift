@@ -110,6 +110,7 @@ extension MemoryStore {
     return _transact { write in
       guard !_signals.keepsWriteTimes.load(ordering: .relaxed) else { return false }
       write.policy.writeTimesSince = now
+      _signals.writeTimesSince.store(now, ordering: .relaxed)
       _signals.keepsWriteTimes.store(true, ordering: .relaxed)
       _signals.timesEntries.store(true, ordering: .relaxed)
       write.activatePolicy(in: self)

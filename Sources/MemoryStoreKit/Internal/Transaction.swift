@@ -296,12 +296,12 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, idleExpiresAt: Int64? = nil,
     in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
+    // Hashed once, for the table and the change log (a node keeps its hash only with a limit).
+    let hash = key.hashValue
     let (old, node) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline)
+      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash)
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
-    return (
-      noteSet(key, value, replacing: old, hash: node.storedHash), node.hasMetadata ? node.slot : -1
-    )
+    return (noteSet(key, value, replacing: old, hash: hash), node.hasMetadata ? node.slot : -1)
   }
 
   /// Accounts for and logs `key` → `value`, just staged without metadata in place of

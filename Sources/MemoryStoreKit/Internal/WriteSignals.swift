@@ -32,6 +32,9 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// ``MemoryStore/timeToRefresh`` in nanoseconds (0: none), for a get-or-load that hits to
   /// judge whether the entry is due for a reload.
   @usableFromInline let refreshLifetime = Atomic<Int64>(0)
+  /// When entries started keeping their write time (``_Policy/writeTimesSince``, published
+  /// for readers): the write time of an entry written before, for a refresh to judge it.
+  @usableFromInline let writeTimesSince = Atomic<Int64>(0)
 
   @usableFromInline init() {}
 }
