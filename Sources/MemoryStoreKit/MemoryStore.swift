@@ -103,6 +103,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   let _functions: _Protected<_UserFunctions>
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
+  /// The observers of tracked reads: made when ``tracksReads`` is first turned on.
+  @usableFromInline let _readObservers = AtomicLazyReference<_ReadObservers>()
 
   /// Creates an empty store.
   ///
@@ -114,7 +116,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   ///   - name: A name for diagnostics; it has no effect on behaviour.
   ///   - scheduler: The source of time for interval behaviour such as change batches. The
   ///     default uses real time; tests pass a ``ManualScheduler``.
-  public init(name: String? = nil, scheduler: some StoreScheduler = .dispatch) {
+  ///   - tracksReads: Whether reads register with the Observation framework (see
+  ///     ``tracksReads``).
+  public init(
+    name: String? = nil, scheduler: some StoreScheduler = .dispatch, tracksReads: Bool = false
+  ) {
     self.name = name
     _clock = _StoreClock(scheduler: scheduler)
     _signals = _WriteSignals()
@@ -124,6 +130,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     _table = _ConcurrentTable()
     _writer = _Writer()
     _inFlight = _Protected(_InFlight())
+    if tracksReads { self.tracksReads = true }
   }
 
   deinit {
@@ -210,7 +217,8 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      _withCountedReadAccess { view, counters in
+      _observeRead(.value(hash: key.hashValue))
+      return _withCountedReadAccess { view, counters in
         let node = view.node(forKey: key)
         _recordLookup(node, counters: counters)
         return node?.value.pointee
@@ -230,6 +238,7 @@ extension MemoryStore {
   /// - Complexity: O(1). Never blocks.
   @inlinable
   public var count: Int {
+    _observeRead(.membership)
     // No entry counted has expired at the instant of the call.
     _expireDueEntries()
     return _table.count
@@ -265,7 +274,8 @@ extension MemoryStore {
   ///   needs them, not on every read.
   @inlinable
   public var allItems: [Key: Value] {
-    _withReadAccess { $0.dictionary }
+    _observeRead(.contents)
+    return _withReadAccess { $0.dictionary }
   }
 
   /// The keys of every entry, at one point of the write order: a snapshot, like
@@ -278,7 +288,8 @@ extension MemoryStore {
   /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
   @inlinable
   public var keys: [Key] {
-    _withReadAccess { $0.map { key, _ in key } }
+    _observeRead(.membership)
+    return _withReadAccess { $0.map { key, _ in key } }
   }
 
   /// The values of every entry, at one point of the write order: a snapshot, like
@@ -287,7 +298,8 @@ extension MemoryStore {
   /// - Complexity: O(*n*) to take, on the calling thread. Writers never wait for it.
   @inlinable
   public var values: [Value] {
-    _withReadAccess { $0.map { _, value in value } }
+    _observeRead(.contents)
+    return _withReadAccess { $0.map { _, value in value } }
   }
 
   /// Whether `key` has a value, read at one point of the write order, as the subscript reads
@@ -304,7 +316,8 @@ extension MemoryStore {
   /// - Complexity: O(1) on average. Never blocks.
   @inlinable
   public func contains(_ key: Key) -> Bool {
-    _withReadAccess { $0.node(forKey: key) != nil }
+    _observeRead(.presence(hash: key.hashValue))
+    return _withReadAccess { $0.node(forKey: key) != nil }
   }
 
   /// Reads several keys at one point of the write order.
@@ -322,6 +335,9 @@ extension MemoryStore {
   public func values(forKeys keys: some Sequence<Key>) -> [Key: Value] {
     // Iterate the caller's sequence before entering the read: it is user code.
     let keys = Array(keys)
+    if _signals.tracksReads.load(ordering: .relaxed) {
+      for key in keys { _trackRead(.value(hash: key.hashValue)) }
+    }
     return _withCountedReadAccess { view, counters in
       var result: [Key: Value] = [:]
       result.reserveCapacity(keys.count)
@@ -420,6 +436,8 @@ extension MemoryStore {
   ///   iteration;
   /// - hands the removals of writes made before the call to every ``removals(bufferingNewest:)``
   ///   iteration;
+  /// - with ``tracksReads`` on, notifies again, at once, the observations of what changed in
+  ///   the last 250 ms (see ``tracksReads``), and waits for those notices;
   /// - frees the values that writes replaced or removed, when no reader still needs them,
   ///   rather than leaving them for later writes to free, and waits for the background queue
   ///   that frees large groups of them (so a value's `deinit` must not wait for a lock that the
@@ -437,6 +455,7 @@ extension MemoryStore {
     if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {
       _RemovalQueue.queue.sync { _deliverRemovals() }
     }
+    _readObservers.load()?.sendPending()
   }
 
   /// The queue that frees large garbage (see ``_release(_:)``).

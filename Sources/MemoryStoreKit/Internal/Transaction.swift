@@ -422,6 +422,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if let evictionReason = reason.evictionReason {
       policy.evictions[evictionReason] += UInt64(count)
     }
+    if access.changes.observesReads { access.changes.notices.cleared = true }
     if access.changes.isTracking {
       // What readers see now, less the expired entries this write removed first.
       access.changes.appendClear(
@@ -449,6 +450,11 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   func logChange(
     _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int? = nil
   ) {
+    guard access.changes.isReporting else { return }
+    if access.changes.observesReads {
+      access.changes.noteObserved(
+        hash: hash ?? key.hashValue, changesPresence: wasPresent != (value != nil))
+    }
     guard access.changes.isTracking else { return }
     access.changes.appendKey(key, value, wasPresent: wasPresent, reason, hash: hash)
   }

@@ -35,6 +35,8 @@ struct _WriteSignals: ~Copyable, Sendable {
   /// When entries started keeping their write time (``_Policy/writeTimesSince``, published
   /// for readers): the write time of an entry written before, for a refresh to judge it.
   @usableFromInline let writeTimesSince = Atomic<Int64>(0)
+  /// Whether reads register with the Observation framework (``MemoryStore/tracksReads``).
+  @usableFromInline let tracksReads = Atomic(false)
 
   @usableFromInline init() {}
 }

@@ -21,6 +21,10 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
     hash: @autoclosure () -> Int? = nil
   ) -> Bool {
     guard changes.isReporting else { return false }
+    if changes.observesReads {
+      changes.noteObserved(
+        hash: hash() ?? key.hashValue, changesPresence: (previous == nil) != (value == nil))
+    }
     var deliversRemovals = false
     if changes.recordsRemovals, let previous {
       deliversRemovals = removals.append(

@@ -46,8 +46,18 @@ struct _TrackingFollowUp {
   @usableFromInline var coalesceNow = false
   /// Schedule the delivery of the removals logged for ``MemoryStore/removals(bufferingNewest:)``.
   @usableFromInline var deliversRemovals = false
+  /// Notify the observers of tracked reads of these changes.
+  @usableFromInline var notices: _ObservationNotices?
 
   @usableFromInline init() {}
+
+  /// This follow-up, with `other`'s notices (the only part a commit makes before the rest).
+  @inlinable
+  func merging(_ other: _TrackingFollowUp?) -> _TrackingFollowUp {
+    var merged = self
+    if let notices = other?.notices { merged.notices = notices }
+    return merged
+  }
 }
 
 /// The changes made since the previous batch, as writers log them: guarded by the store's
@@ -67,14 +77,22 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline var interval: Duration = .zero {
     didSet {
       isTracking = interval > .zero
-      isReporting = isTracking || recordsRemovals
+      isReporting = isTracking || recordsRemovals || observesReads
     }
   }
   /// Whether writes log what they remove or replace: while ``MemoryStore/removals(bufferingNewest:)``
   /// has subscribers.
   @usableFromInline var recordsRemovals = false {
-    didSet { isReporting = isTracking || recordsRemovals }
+    didSet { isReporting = isTracking || recordsRemovals || observesReads }
   }
+  /// Whether writes note the keys they change for the observers of tracked reads: while
+  /// ``MemoryStore/tracksReads`` is on.
+  @usableFromInline var observesReads = false {
+    didSet { isReporting = isTracking || recordsRemovals || observesReads }
+  }
+  /// What the current write changed, for the observers of tracked reads: handed over by
+  /// ``commit(logged:cleared:deliversRemovals:)``.
+  @usableFromInline var notices = _ObservationNotices()
   /// Whether the interval was set (to anything, `.zero` included): then a new subscriber
   /// does not start batches at the default interval.
   @usableFromInline var intervalIsChosen = false
@@ -119,6 +137,13 @@ struct _ChangeTracker<Key: Hashable, Value> {
         value: value, hash: hash ?? key.hashValue, wasPresent: wasPresent, reason: reason))
   }
 
+  /// Notes, for the observers of tracked reads, that the key with `hash` changed; whether it
+  /// was added or removed.
+  @inlinable @inline(never)
+  mutating func noteObserved(hash: Int, changesPresence: Bool) {
+    notices.changes.append((hash, changesPresence))
+  }
+
   /// Appends a `removeAll()`, with the store's contents just before it.
   @inlinable
   mutating func appendClear(_ contents: _ClearedContents<Key, Value>, _ reason: ChangeReason) {
@@ -140,10 +165,16 @@ struct _ChangeTracker<Key: Hashable, Value> {
     // A store that reports nothing logged nothing.
     guard isReporting else { return nil }
     var followUp: _TrackingFollowUp?
+    if observesReads && !notices.isEmpty {
+      followUp = _TrackingFollowUp()
+      followUp?.notices = notices
+      notices = _ObservationNotices()
+    }
+    guard isTracking || deliversRemovals else { return followUp }
     if cleared {
-      followUp = self.followUp(sealing: true)
-    } else if appendCount != logged {
-      followUp = followUpIfNeeded()
+      followUp = self.followUp(sealing: true, merging: followUp)
+    } else if appendCount != logged, let needed = followUpIfNeeded() {
+      followUp = needed.merging(followUp)
     }
     if deliversRemovals {
       followUp = followUp ?? _TrackingFollowUp()
@@ -165,8 +196,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// current segment whatever its size (after a clear, so that the clear's view of the
   /// contents, which holds the table's memory reclamation back, is copied out soon).
   @usableFromInline
-  mutating func followUp(sealing: Bool = false) -> _TrackingFollowUp {
-    var followUp = _TrackingFollowUp()
+  mutating func followUp(sealing: Bool = false, merging other: _TrackingFollowUp? = nil)
+    -> _TrackingFollowUp
+  {
+    var followUp = _TrackingFollowUp().merging(other)
     if !isArmed {
       isArmed = true
       followUp.publishAfter = interval
@@ -189,7 +222,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// held.
   func _checkInvariants() -> String? {
     if isTracking != (interval > .zero) { return "the change log's tracking flag is stale" }
-    if isReporting != (isTracking || recordsRemovals) {
+    if isReporting != (isTracking || recordsRemovals || observesReads) {
       return "the change log's reporting flag is stale"
     }
     if segments.count > Self.maximumSegments {

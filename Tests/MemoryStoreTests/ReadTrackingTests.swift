@@ -1,0 +1,261 @@
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@_spi(Testing) @testable import MemoryStoreKit
+
+extension StoreContractTests {
+  /// `tracksReads`: reads inside an Observation tracking scope register what they read, and a
+  /// later change of it fires the observation once, after the write, outside every lock.
+  @Suite("Observation: tracked reads") struct TrackedReads {
+    /// Counts the times an observation fired.
+    final class Fired: Sendable {
+      let count = Atomic(0)
+      var value: Int { count.load(ordering: .relaxed) }
+      func callAsFunction() { count.wrappingAdd(1, ordering: .relaxed) }
+    }
+
+    /// Tracks `read` once; returns the counter its `onChange` raises.
+    static func track(_ read: () -> Void) -> Fired {
+      let fired = Fired()
+      withObservationTracking(read) { fired() }
+      return fired
+    }
+
+    /// Two keys whose buckets differ, so that neither's change may fire the other's observers.
+    static let keys: (String, String) = {
+      var other = 0
+      while _ReadObservers.bucket("a".hashValue, presence: false)
+        == _ReadObservers.bucket("b\(other)".hashValue, presence: false)
+      {
+        other += 1
+      }
+      return ("a", "b\(other)")
+    }()
+
+    static func trackingStore(scheduler: some StoreScheduler = .dispatch) -> MemoryStore<
+      String, Int
+    > {
+      MemoryStore<String, Int>(scheduler: scheduler, tracksReads: true)
+    }
+
+    @Test func aKeyReadFiresOnItsWriteOnceAndNotOnAnotherKeys() async {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      #expect(store.tracksReads)
+      store[key] = 1
+      let fired = Self.track { _ = store[key] }
+      store[other] = 1
+      store[other] = nil
+      await store.flush()
+      #expect(fired.value == 0)
+      store[key] = 2
+      #expect(fired.value == 1)
+      // One registration fires once, whatever follows.
+      store[key] = 3
+      await store.flush()
+      #expect(fired.value == 1)
+    }
+
+    @Test func theObserverRunsAfterTheWriteAndMayReadAndWriteTheStore() {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      let seen = Mutex<Int?>(nil)
+      withObservationTracking {
+        _ = store[key]
+      } onChange: {
+        // The write is visible, and no lock of the store is held.
+        seen.withLock { $0 = store[key] }
+        store[other] = 7
+      }
+      store[key] = 5
+      #expect(seen.withLock { $0 } == 5)
+      #expect(store[other] == 7)
+    }
+
+    @Test func removalsExpiryEvictionAndRemoveAllFireLikeWrites() {
+      let (key, other) = Self.keys
+      let clock = HeldScheduler()
+      let store = Self.trackingStore(scheduler: clock)
+
+      store[key] = 1
+      var fired = Self.track { _ = store[key] }
+      store.removeValue(forKey: key)
+      #expect(fired.value == 1)
+
+      store.setValue(1, forKey: key, timeToLive: .seconds(10))
+      fired = Self.track { _ = store[key] }
+      clock.move(by: .seconds(11))
+      #expect(store[other] == nil)  // a read removes what has expired
+      #expect(fired.value == 1)
+
+      store.countLimit = 1
+      store[key] = 1
+      fired = Self.track { _ = store[key] }
+      store[other] = 2  // evicts `key`
+      #expect(store[key] == nil)
+      #expect(fired.value == 1)
+
+      fired = Self.track { _ = store[other] }
+      store.removeAll()
+      #expect(fired.value == 1)
+    }
+
+    @Test func aMissIsTrackedAndFiresWhenTheKeyArrives() {
+      let (key, _) = Self.keys
+      let store = Self.trackingStore()
+      let fired = Self.track { #expect(store[key] == nil) }
+      store[key] = 1
+      #expect(fired.value == 1)
+    }
+
+    @Test func countFiresOnInsertionsAndRemovalsButNotOnANewValue() {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      store[key] = 1
+      for read in [{ _ = store.count }, { _ = store.isEmpty }, { _ = store.keys }] {
+        let fired = Self.track(read)
+        store[key] = 2
+        #expect(fired.value == 0)
+        store[other] = 1
+        #expect(fired.value == 1)
+        let again = Self.track(read)
+        store[other] = nil
+        #expect(again.value == 1)
+      }
+    }
+
+    @Test func containsFiresOnPresenceButNotOnANewValue() {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      store[key] = 1
+      let fired = Self.track { _ = store.contains(key) }
+      store[key] = 2
+      store[other] = 2
+      #expect(fired.value == 0)
+      store[key] = nil
+      #expect(fired.value == 1)
+    }
+
+    @Test func valuesAndAllItemsFireOnAnyChange() {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      store[key] = 1
+      for read in [{ _ = store.values }, { _ = store.allItems }] {
+        let fired = Self.track(read)
+        store[other] = 3
+        #expect(fired.value == 1)
+      }
+      let bulk = Self.track { _ = store.values(forKeys: [key]) }
+      store[other] = 4
+      #expect(bulk.value == 0)
+      store[key] = 4
+      #expect(bulk.value == 1)
+    }
+
+    @Test func aStoreThatDoesNotTrackReadsFiresNothing() async {
+      let store = MemoryStore<String, Int>()
+      #expect(!store.tracksReads)
+      let fired = Self.track {
+        _ = store["a"]
+        _ = store.count
+        _ = store.allItems
+      }
+      store["a"] = 1
+      store.removeAll()
+      await store.flush()
+      #expect(fired.value == 0)
+    }
+
+    @Test func turningTrackingOffFiresEveryRegisteredObservation() {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      let perKey = Self.track { _ = store[key] }
+      let whole = Self.track { _ = store.count }
+      store.tracksReads = false
+      #expect(perKey.value == 1)
+      #expect(whole.value == 1)
+      // Off: reads register nothing.
+      let untracked = Self.track { _ = store[other] }
+      store[other] = 1
+      #expect(untracked.value == 0)
+      // On again: tracked again.
+      store.tracksReads = true
+      let again = Self.track { _ = store[other] }
+      store[other] = 2
+      #expect(again.value == 1)
+    }
+
+    /// Observation registers what a scope read when the scope ends: a write made between the
+    /// read and then finds no observer. The store notifies it again, and ``flush()`` at once.
+    @Test func aWriteBeforeTheRegistrationIsNotifiedAgain() async {
+      let (key, _) = Self.keys
+      let store = Self.trackingStore()
+      let fired = Self.track {
+        _ = store[key]
+        store[key] = 1  // notified before the observation is registered
+      }
+      #expect(fired.value == 0)
+      await store.flush()
+      #expect(fired.value == 1)
+    }
+
+    @Test func anObservationsSequenceSeesTheFinalValueAfterABurst() async throws {
+      guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else {
+        return
+      }
+      let store = Self.trackingStore()
+      store["q"] = 0
+      let finished = await finishes(within: 60) {
+        var iterator = Observations { store["q"] }.makeAsyncIterator()
+        #expect(await iterator.next() == 0)
+        for value in 1...500 { store["q"] = value }
+        await store.flush()
+        var last: Int?? = nil
+        while let value = await iterator.next() {
+          last = value
+          if value == 500 { break }
+        }
+        #expect(last == 500)
+      }
+      #expect(finished)
+    }
+
+    /// Eight writers on four keys; an observer per key re-registers each time it fires, from
+    /// the writer's thread. No deadlock, and after the writers and a flush every observer has
+    /// seen its key's final value.
+    @Test func eightWritersAndReregisteringObserversNeverDeadlockOrMissTheLastChange() async {
+      let store = Self.trackingStore()
+      let keys = (0..<4).map { "k\($0)" }
+      for key in keys { store[key] = -1 }
+      let seen = Locked([String: Int?]())
+      let fires = Atomic(0)
+
+      @Sendable func register(_ key: String) {
+        withObservationTracking {
+          let value = store[key]
+          seen.withLock { $0[key] = value }
+        } onChange: {
+          fires.wrappingAdd(1, ordering: .relaxed)
+          register(key)
+        }
+      }
+      for key in keys { register(key) }
+
+      let finished = runOnThreads(8, timeout: 20) { thread in
+        var random = SplitMix64(seed: UInt64(thread))
+        for step in 0..<2_000 {
+          store[keys[Int(random.next() % 4)]] = thread * 10_000 + step
+        }
+        return true
+      }
+      #expect(finished?.count == 8)
+      await store.flush()
+      for key in keys {
+        #expect(seen.withLock { $0[key] } == store[key], "\(key)")
+      }
+      #expect(fires.load(ordering: .relaxed) > 0)
+    }
+  }
+}
