@@ -196,6 +196,8 @@ func measure(
     measure(VariantMemoryStore<Decided>.self, workload, fixture: fixture, plan: plan)
   case .memorystoreTicker:
     measure(TickerMemoryStore.self, workload, fixture: fixture, plan: plan)
+  case .memorystoreTracked:
+    measure(VariantMemoryStore<Tracked>.self, workload, fixture: fixture, plan: plan)
   case .engine: measure(EngineStore.self, workload, fixture: fixture, plan: plan)
   }
 }

@@ -112,6 +112,10 @@ struct Report {
         "Throughput configured as the StockTicker example (decider, batches, persistence) over "
           + "none"
       ),
+      (
+        .memorystoreTracked,
+        "Throughput with tracksReads on (Observation), nobody observing, over off"
+      ),
       (.engine, "Throughput of the engine alone (no features) over the store"),
     ]
     for (variant, title) in variants {

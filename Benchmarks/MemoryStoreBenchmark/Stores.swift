@@ -41,6 +41,7 @@ enum StoreKind: String, CaseIterable, Sendable {
   case memorystoreTTL = "memorystore-ttl"
   case memorystoreDecider = "memorystore-decider"
   case memorystoreTicker = "memorystore-ticker"
+  case memorystoreTracked = "memorystore-tracked"
   case engine
 
   /// Whether the store may be used from several threads (`dictionary` may not).
@@ -55,7 +56,7 @@ enum StoreKind: String, CaseIterable, Sendable {
     switch self {
     case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreEvicting,
       .memorystoreTTL, .memorystoreDecider,
-      .memorystoreTicker, .engine:
+      .memorystoreTicker, .memorystoreTracked, .engine:
       false
     default: true
     }
@@ -95,6 +96,9 @@ enum StoreKind: String, CaseIterable, Sendable {
       "configured as Examples/StockTicker: an eviction decider (stale after 1 hour, so "
         + "nothing is evicted) run every second, change batches every 250 ms to one observe "
         + "subscriber, a PersistenceManager (binary, auto-save off)"
+    case .memorystoreTracked:
+      "the same with tracksReads on (reads register with Observation), read outside any "
+        + "tracking scope and with no key observed"
     case .engine:
       "the store's engine alone: its versioned table behind a write lock, no features"
     }
@@ -618,6 +622,15 @@ enum Decided: StoreVariant {
   }
   static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
     store.evictionInterval = .zero
+  }
+}
+
+/// Reads tracked for Observation, but read outside any tracking scope and with nobody
+/// observing: what turning tracking on costs a store that views read and servers also use.
+enum Tracked: StoreVariant {
+  static var kind: StoreKind { .memorystoreTracked }
+  static func configure(_ store: MemoryStore<String, Quote>, entryCount: Int) {
+    store.tracksReads = true
   }
 }
 

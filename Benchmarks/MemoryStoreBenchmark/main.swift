@@ -14,9 +14,10 @@
 //                   nslock-lru-evicting,nscache,
 //                   memorystore,memorystore-batches,memorystore-limited,
 //                   memorystore-evicting,memorystore-ttl,memorystore-decider,
-//                   memorystore-ticker,engine]
+//                   memorystore-ticker,memorystore-tracked,engine]
 //         [--persistence-only | --skip-persistence] [--eviction-only | --skip-eviction]
 //         [--memory-only | --skip-memory] [--growth-only | --skip-growth]
+//         [--observation-only | --skip-observation]
 //         [--export-traces DIR]
 //
 // Throughput: each store x workload is calibrated (warm-up, then an op count so that one
@@ -35,6 +36,9 @@
 // Memory (see MemoryBenchmark.swift): resident bytes per entry of each store holding 1 000 000
 // Int keys and 24-byte values (`--quick`: 100 000), each store filled in a fresh process.
 //
+// Observation (see ObservationBenchmark.swift): what `tracksReads` costs a read and a write on
+// one thread: off, on with nobody observing, inside a tracking scope, and a write that fires.
+//
 // Growth (see GrowthBenchmark.swift): the worst single write, and its 99.9th percentile, while a
 // store grows from empty to 4 000 000 entries (`--quick`: 400 000), each store in a fresh process.
 //
@@ -49,7 +53,7 @@ import Foundation
 struct Options {
   /// The sections of a run, in the order they run.
   enum Section: String, CaseIterable {
-    case throughput, persistence, eviction, memory, growth
+    case throughput, persistence, eviction, memory, growth, observation
   }
 
   var quick = false
@@ -72,6 +76,7 @@ struct Options {
                                 [--eviction-only | --skip-eviction]
                                 [--memory-only | --skip-memory]
                                 [--growth-only | --skip-growth]
+                                [--observation-only | --skip-observation]
                                 [--export-traces DIR] [--trace-dir DIR]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
                          with 10000 entries and no blocking measurement; memory with 100000
@@ -92,6 +97,9 @@ struct Options {
       --growth-only      run only the growth section: the worst single write while a store
                          grows to 4000000 entries (400000 with --quick), each in a fresh process
       --skip-growth      skip the growth section
+      --observation-only run only the observation section: what tracksReads costs a read
+                         and a write, on one thread
+      --skip-observation skip the observation section
       --export-traces DIR
                          write the eviction section's hit-rate traces (shorter with --quick) to
                          DIR as one key per line, with a manifest.tsv, and measure nothing (for
@@ -322,6 +330,10 @@ if options.runs(.persistence) {
 
 if options.runs(.eviction) {
   runEvictionBenchmark(plan: EvictionPlan(quick: options.quick, runs: options.runs))
+}
+
+if options.runs(.observation) {
+  runObservationBenchmark(plan: ObservationPlan(quick: options.quick, runs: options.runs))
 }
 
 var everyProbeFinished = true

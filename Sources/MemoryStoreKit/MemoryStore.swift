@@ -104,7 +104,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   /// Serialises purges, so that the decider never runs concurrently with itself.
   let _purgeGate: _PurgeGate
   /// The observers of tracked reads: made when ``tracksReads`` is first turned on.
-  @usableFromInline let _readObservers = AtomicLazyReference<_ReadObservers>()
+  @usableFromInline let _readObservers = _ReadObserversSlot()
 
   /// Creates an empty store.
   ///
@@ -217,9 +217,11 @@ extension MemoryStore {
   @inlinable
   public subscript(key: Key) -> Value? {
     get {
-      _observeRead(.value(hash: key.hashValue))
+      // Hashed once, for the table and for a tracked read.
+      let hash = key.hashValue
+      _observeRead(.value(hash: hash))
       return _withCountedReadAccess { view, counters in
-        let node = view.node(forKey: key)
+        let node = view.node(forKey: key, hash: hash)
         _recordLookup(node, counters: counters)
         return node?.value.pointee
       }
@@ -316,8 +318,9 @@ extension MemoryStore {
   /// - Complexity: O(1) on average. Never blocks.
   @inlinable
   public func contains(_ key: Key) -> Bool {
-    _observeRead(.presence(hash: key.hashValue))
-    return _withReadAccess { $0.node(forKey: key) != nil }
+    let hash = key.hashValue
+    _observeRead(.presence(hash: hash))
+    return _withReadAccess { $0.node(forKey: key, hash: hash) != nil }
   }
 
   /// Reads several keys at one point of the write order.
@@ -455,7 +458,7 @@ extension MemoryStore {
     if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {
       _RemovalQueue.queue.sync { _deliverRemovals() }
     }
-    _readObservers.load()?.sendPending()
+    _readObservers.with { $0.sendPending() }
   }
 
   /// The queue that frees large garbage (see ``_release(_:)``).

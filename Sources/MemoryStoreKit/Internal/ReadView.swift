@@ -20,6 +20,12 @@ struct _ReadView<Key: Hashable, Value> {
     table._lookup(key, hash: key.hashValue, at: version)
   }
 
+  /// ``node(forKey:)`` for a key whose hash the caller has.
+  @inlinable @inline(__always)
+  func node(forKey key: Key, hash: Int) -> _Node<Key, Value>? {
+    table._lookup(key, hash: hash, at: version)
+  }
+
   /// The number of entries at the view's version: O(1) unless writes were published since it
   /// started, then O(*n*).
   @inlinable

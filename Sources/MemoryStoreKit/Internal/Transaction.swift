@@ -422,7 +422,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if let evictionReason = reason.evictionReason {
       policy.evictions[evictionReason] += UInt64(count)
     }
-    if access.changes.observesReads { access.changes.notices.cleared = true }
+    if access.changes.observesReads {
+      if access.changes.notices == nil { access.changes.notices = _ObservationNotices() }
+      access.changes.notices?.cleared = true
+    }
     if access.changes.isTracking {
       // What readers see now, less the expired entries this write removed first.
       access.changes.appendClear(
@@ -452,8 +455,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   ) {
     guard access.changes.isReporting else { return }
     if access.changes.observesReads {
-      access.changes.noteObserved(
-        hash: hash ?? key.hashValue, changesPresence: wasPresent != (value != nil))
+      access.changes.noteObserved(key, hash: hash, changesPresence: wasPresent != (value != nil))
     }
     guard access.changes.isTracking else { return }
     access.changes.appendKey(key, value, wasPresent: wasPresent, reason, hash: hash)

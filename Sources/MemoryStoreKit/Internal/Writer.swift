@@ -22,8 +22,7 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
   ) -> Bool {
     guard changes.isReporting else { return false }
     if changes.observesReads {
-      changes.noteObserved(
-        hash: hash() ?? key.hashValue, changesPresence: (previous == nil) != (value == nil))
+      changes.noteObserved(key, hash: hash(), changesPresence: (previous == nil) != (value == nil))
     }
     var deliversRemovals = false
     if changes.recordsRemovals, let previous {

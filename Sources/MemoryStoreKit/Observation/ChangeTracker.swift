@@ -92,7 +92,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
   }
   /// What the current write changed, for the observers of tracked reads: handed over by
   /// ``commit(logged:cleared:deliversRemovals:)``.
-  @usableFromInline var notices = _ObservationNotices()
+  @usableFromInline var notices: _ObservationNotices?
   /// Whether the interval was set (to anything, `.zero` included): then a new subscriber
   /// does not start batches at the default interval.
   @usableFromInline var intervalIsChosen = false
@@ -137,11 +137,12 @@ struct _ChangeTracker<Key: Hashable, Value> {
         value: value, hash: hash ?? key.hashValue, wasPresent: wasPresent, reason: reason))
   }
 
-  /// Notes, for the observers of tracked reads, that the key with `hash` changed; whether it
-  /// was added or removed.
+  /// Notes, for the observers of tracked reads, that `key` changed (`hash` is its hash if the
+  /// caller has it); whether it was added or removed. Out of line, like ``appendKey(_:_:wasPresent:_:hash:)``.
   @inlinable @inline(never)
-  mutating func noteObserved(hash: Int, changesPresence: Bool) {
-    notices.changes.append((hash, changesPresence))
+  mutating func noteObserved(_ key: Key, hash: Int?, changesPresence: Bool) {
+    if notices == nil { notices = _ObservationNotices() }
+    notices?.append((hash ?? key.hashValue, changesPresence))
   }
 
   /// Appends a `removeAll()`, with the store's contents just before it.
@@ -164,11 +165,21 @@ struct _ChangeTracker<Key: Hashable, Value> {
     writeCount &+= 1
     // A store that reports nothing logged nothing.
     guard isReporting else { return nil }
+    return commitReported(logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
+  }
+
+  /// ``commit(logged:cleared:deliversRemovals:)`` of a store that reports something: out of
+  /// line, so that a write of a store that reports nothing stays small enough for the table's
+  /// staging to be inlined into it.
+  @inlinable @inline(never)
+  mutating func commitReported(logged: Int, cleared: Bool, deliversRemovals: Bool)
+    -> _TrackingFollowUp?
+  {
     var followUp: _TrackingFollowUp?
-    if observesReads && !notices.isEmpty {
+    if let notices {
       followUp = _TrackingFollowUp()
       followUp?.notices = notices
-      notices = _ObservationNotices()
+      self.notices = nil
     }
     guard isTracking || deliversRemovals else { return followUp }
     if cleared {

@@ -60,8 +60,7 @@ extension MemoryStore {
     get { _signals.tracksReads.load(ordering: .relaxed) }
     set {
       if newValue {
-        let observers = _readObservers.storeIfNil(_ReadObservers())
-        _ = observers
+        _readObservers.make()
         _writer.withLock { $0.changes.observesReads = true }
         _signals.tracksReads.store(true, ordering: .releasing)
       } else {
@@ -69,7 +68,7 @@ extension MemoryStore {
           return
         }
         _writer.withLock { $0.changes.observesReads = false }
-        _readObservers.load()?.releaseAll()
+        _readObservers.with { $0.releaseAll() }
       }
     }
   }
@@ -83,6 +82,6 @@ extension MemoryStore {
 
   @usableFromInline @inline(never)
   func _trackRead(_ read: _TrackedRead) {
-    _readObservers.load()?.access(read)
+    _readObservers.with { $0.access(read) }
   }
 }

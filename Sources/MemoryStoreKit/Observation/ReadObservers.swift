@@ -79,16 +79,37 @@ enum _TrackedRead {
 
 /// The changes one write made, for the store's read observers: logged under the write lock
 /// while reads are tracked, handed over after unlocking.
+///
+/// A class, so that a write's follow-up holds one reference: what every write returns stays
+/// small. Made only by writes of a store that tracks reads.
+///
+/// `@unchecked Sendable`, safe: it is mutated only under the store's write lock, then handed
+/// to the one thread that delivers it, which only reads it.
 @usableFromInline
-struct _ObservationNotices: Sendable {
-  /// The hash of each key changed, and whether the change added or removed it.
-  @usableFromInline var changes: [(hash: Int, changesPresence: Bool)] = []
+final class _ObservationNotices: @unchecked Sendable {
+  /// One key changed: its hash, and whether the change added or removed it.
+  @usableFromInline typealias Change = (hash: Int, changesPresence: Bool)
+
+  /// The first key changed (a write of one key allocates no array).
+  @usableFromInline var first: Change?
+  /// The keys changed after it.
+  @usableFromInline var more: [Change] = []
   /// Whether the write emptied the store.
   @usableFromInline var cleared = false
 
-  @inlinable init() {}
+  @usableFromInline init() {}
 
-  @inlinable var isEmpty: Bool { changes.isEmpty && !cleared }
+  @inlinable var isEmpty: Bool { first == nil && !cleared }
+
+  @inlinable
+  func append(_ change: Change) {
+    if first == nil { first = change } else { more.append(change) }
+  }
+
+  func forEachChange(_ body: (Change) -> Void) {
+    if let first { body(first) }
+    for change in more { body(change) }
+  }
 }
 
 /// A store's tracked reads: which buckets of keys reads registered, and the notices that
@@ -199,13 +220,12 @@ final class _ReadObservers: @unchecked Sendable {
       }
       sent.membership = whole & 1 != 0
     } else {
-      for change in notices.changes {
-        for index in [Self.bucket(change.hash, presence: false)]
-          + (change.changesPresence ? [Self.bucket(change.hash, presence: true)] : [])
-        where isSet(index) {
-          sent.buckets.insert(index)
-        }
-        if change.changesPresence && whole & 1 != 0 { sent.membership = true }
+      notices.forEachChange { change in
+        let value = Self.bucket(change.hash, presence: false)
+        if isSet(value) { sent.buckets.insert(value) }
+        guard change.changesPresence else { return }
+        if isSet(value | 1) { sent.buckets.insert(value | 1) }
+        if whole & 1 != 0 { sent.membership = true }
       }
     }
     sent.contents = whole & 2 != 0
@@ -381,4 +401,31 @@ struct _Delivery: Sendable {
   var handedOver: UInt64 = 0
   /// Every hand-over up to this ticket was delivered.
   var delivered: UInt64 = 0
+}
+
+/// A store's ``_ReadObservers``, made when tracking is first turned on and kept until the
+/// store goes: reached without reference counting (a read that tracks pays no retain).
+@usableFromInline
+struct _ReadObserversSlot: ~Copyable, Sendable {
+  /// Set once, by ``make()``; released by `deinit`.
+  private let observers = Atomic<Unmanaged<_ReadObservers>?>(nil)
+
+  @usableFromInline init() {}
+
+  deinit { observers.load(ordering: .acquiring)?.release() }
+
+  /// The observers, made if they were not.
+  func make() {
+    guard observers.load(ordering: .acquiring) == nil else { return }
+    let made = Unmanaged.passRetained(_ReadObservers())
+    let (stored, _) = observers.compareExchange(
+      expected: nil, desired: made, ordering: .acquiringAndReleasing)
+    if !stored { made.release() }
+  }
+
+  /// Runs `body` with the observers, if they were made; the slot keeps them alive meanwhile.
+  @usableFromInline
+  func with<R>(_ body: (_ReadObservers) -> R) -> R? {
+    observers.load(ordering: .acquiring)?._withUnsafeGuaranteedRef(body)
+  }
 }
