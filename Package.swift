@@ -45,6 +45,11 @@ let package = Package(
       path: "Examples/SessionStore"
     ),
     .executableTarget(
+      name: "MarketWatch",
+      dependencies: ["MemoryStoreKit"],
+      path: "Examples/MarketWatch"
+    ),
+    .executableTarget(
       name: "MemoryStoreBenchmark",
       dependencies: ["MemoryStoreKit"],
       path: "Benchmarks/MemoryStoreBenchmark"

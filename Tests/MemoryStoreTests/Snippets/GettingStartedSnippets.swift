@@ -1,5 +1,6 @@
 import Foundation
 import MemoryStoreKit
+import Observation
 import Testing
 
 // The Getting Started article's Swift code, as written (see `SnippetCheck`), run and checked
@@ -166,6 +167,21 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(loaded == 4 && reloaded.allItems == quotes.allItems)
     subscription.cancel()
     #expect(await Task.cancelAll(), "an iteration did not end when cancelled")
+  }
+
+  @Test func usingWithSwiftUI() {
+    output.clear()
+    // "Use with SwiftUI", the block that runs without SwiftUI
+    let prices = MemoryStore<String, Double>(name: "prices", tracksReads: true)
+    withObservationTracking {
+      _ = prices["AAPL"]
+    } onChange: {
+      print("AAPL changed")
+    }
+    prices["MSFT"] = 411.2  // prints nothing: nobody read MSFT
+    prices["AAPL"] = 189.5  // prints "AAPL changed"
+    #expect(output.printed == ["AAPL changed"])
+    #expect(prices["MSFT"] == 411.2)
   }
 
   @Test func testingWithManualTime() async {
