@@ -453,11 +453,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   func logChange(
     _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int? = nil
   ) {
-    guard access.changes.isReporting else { return }
-    if access.changes.observesReads {
-      access.changes.noteObserved(key, hash: hash, changesPresence: wasPresent != (value != nil))
-    }
-    guard access.changes.isTracking else { return }
+    guard access.changes.isLogging else { return }
     access.changes.appendKey(key, value, wasPresent: wasPresent, reason, hash: hash)
   }
 

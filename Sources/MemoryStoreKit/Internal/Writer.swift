@@ -21,15 +21,12 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
     hash: @autoclosure () -> Int? = nil
   ) -> Bool {
     guard changes.isReporting else { return false }
-    if changes.observesReads {
-      changes.noteObserved(key, hash: hash(), changesPresence: (previous == nil) != (value == nil))
-    }
     var deliversRemovals = false
     if changes.recordsRemovals, let previous {
       deliversRemovals = removals.append(
         key, previous, value != nil ? .replaced : .removal(reason))
     }
-    if changes.isTracking {
+    if changes.isLogging {
       changes.appendKey(key, value, wasPresent: previous != nil, reason, hash: hash())
     }
     return deliversRemovals

@@ -46,8 +46,10 @@ struct _TrackingFollowUp {
   @usableFromInline var coalesceNow = false
   /// Schedule the delivery of the removals logged for ``MemoryStore/removals(bufferingNewest:)``.
   @usableFromInline var deliversRemovals = false
-  /// Notify the observers of tracked reads of these changes.
-  @usableFromInline var notices: _ObservationNotices?
+  /// Notify the observers of tracked reads of these changes. Retained; released by
+  /// ``MemoryStore/_followUp(_:)``, which every follow-up reaches exactly once. Unmanaged, so
+  /// that a follow-up stays a plain value, which every write copies and drops for nothing.
+  @usableFromInline var notices: Unmanaged<_ObservationNotices>?
 
   @usableFromInline init() {}
 
@@ -77,18 +79,22 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline var interval: Duration = .zero {
     didSet {
       isTracking = interval > .zero
-      isReporting = isTracking || recordsRemovals || observesReads
+      isLogging = isTracking || observesReads
+      isReporting = isLogging || recordsRemovals
     }
   }
   /// Whether writes log what they remove or replace: while ``MemoryStore/removals(bufferingNewest:)``
   /// has subscribers.
   @usableFromInline var recordsRemovals = false {
-    didSet { isReporting = isTracking || recordsRemovals || observesReads }
+    didSet { isReporting = isLogging || recordsRemovals }
   }
   /// Whether writes note the keys they change for the observers of tracked reads: while
   /// ``MemoryStore/tracksReads`` is on.
   @usableFromInline var observesReads = false {
-    didSet { isReporting = isTracking || recordsRemovals || observesReads }
+    didSet {
+      isLogging = isTracking || observesReads
+      isReporting = isLogging || recordsRemovals
+    }
   }
   /// What the current write changed, for the observers of tracked reads: handed over by
   /// ``commit(logged:cleared:deliversRemovals:)``.
@@ -113,6 +119,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Whether writes are logged: the notification interval is above zero. Stored, because every
   /// write reads it.
   @usableFromInline private(set) var isTracking = false
+  /// Whether writes pass each change to ``appendKey(_:_:wasPresent:_:hash:)``: batches are
+  /// on, or reads are tracked. Stored, because every write reads it.
+  @usableFromInline private(set) var isLogging = false
   /// Whether a write reports anything: changes for batches, or removals. Stored, because every
   /// write reads it: one load and a branch, for a store that reports nothing.
   @usableFromInline private(set) var isReporting = false
@@ -121,14 +130,19 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// tell whether it logged anything.
   @usableFromInline private(set) var appendCount = 0
 
-  /// Appends that `key` now has `value` (`nil`: absent); `wasPresent` says whether it was
-  /// present just before this write, `hash` is `key.hashValue` if the caller has it. Out of
-  /// line: a write of a store without batches stays small enough for the table's staging to
-  /// be inlined into it.
+  /// Appends that `key` now has `value` (`nil`: absent) to the log, if batches are on, and
+  /// notes it for the observers of tracked reads, if reads are tracked; `wasPresent` says
+  /// whether it was present just before this write, `hash` is `key.hashValue` if the caller
+  /// has it. Out of line: a write of a store without batches stays small enough for the
+  /// table's staging to be inlined into it.
   @inlinable @inline(never)
   mutating func appendKey(
     _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int?
   ) {
+    if observesReads {
+      noteObserved(key, hash: hash, changesPresence: wasPresent != (value != nil))
+    }
+    guard isTracking else { return }
     if log.count == log.capacity { log = log.grown(minimumCapacity: Self.segmentCapacity) }
     appendCount &+= 1
     log.append(
@@ -138,8 +152,8 @@ struct _ChangeTracker<Key: Hashable, Value> {
   }
 
   /// Notes, for the observers of tracked reads, that `key` changed (`hash` is its hash if the
-  /// caller has it); whether it was added or removed. Out of line, like ``appendKey(_:_:wasPresent:_:hash:)``.
-  @inlinable @inline(never)
+  /// caller has it); whether it was added or removed.
+  @inlinable
   mutating func noteObserved(_ key: Key, hash: Int?, changesPresence: Bool) {
     if notices == nil { notices = _ObservationNotices() }
     notices?.append((hash ?? key.hashValue, changesPresence))
@@ -178,7 +192,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     var followUp: _TrackingFollowUp?
     if let notices {
       followUp = _TrackingFollowUp()
-      followUp?.notices = notices
+      followUp?.notices = Unmanaged.passRetained(notices)
       self.notices = nil
     }
     guard isTracking || deliversRemovals else { return followUp }
@@ -233,7 +247,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// held.
   func _checkInvariants() -> String? {
     if isTracking != (interval > .zero) { return "the change log's tracking flag is stale" }
-    if isReporting != (isTracking || recordsRemovals || observesReads) {
+    if isLogging != (isTracking || observesReads) {
+      return "the change log's logging flag is stale"
+    }
+    if isReporting != (isLogging || recordsRemovals) {
       return "the change log's reporting flag is stale"
     }
     if segments.count > Self.maximumSegments {

@@ -165,7 +165,9 @@ extension MemoryStore {
   /// Does what a write's logging asked for, after the write lock is released.
   @inlinable @inline(never)
   func _followUp(_ followUp: _TrackingFollowUp) {
-    if let notices = followUp.notices { _readObservers.with { $0.notify(notices) } }
+    if let notices = followUp.notices?.takeRetainedValue() {
+      _readObservers.with { $0.notify(notices) }
+    }
     if followUp.deliversRemovals { _scheduleRemovalDelivery() }
     if let delay = followUp.publishAfter {
       _schedulePublication(after: delay)
