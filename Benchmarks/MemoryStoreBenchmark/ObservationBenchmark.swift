@@ -73,6 +73,14 @@ func runObservationBenchmark(plan: ObservationPlan) {
   }
   let writeOff = nanosPerOperation(plan, count: count, writes(filledStore(tracking: false)))
   let writeOn = nanosPerOperation(plan, count: count, writes(filledStore(tracking: true)))
+  // Every key read once inside a scope that ended: the first write of each notifies (and
+  // fires the observation), the writes after it do not until the key is read again.
+  let readBefore = filledStore(tracking: true)
+  withObservationTracking {
+    for key in keys { _ = readBefore[key] }
+  } onChange: {
+  }
+  let writeReadBefore = nanosPerOperation(plan, count: count, writes(readBefore))
   // One key observed: each write fires its observation, which registers again (a read).
   let observed = filledStore(tracking: true)
   let writeFiring = nanosPerOperation(plan, count: count / 10) { count in
@@ -101,6 +109,10 @@ func runObservationBenchmark(plan: ObservationPlan) {
     ("read inside withObservationTracking (100 reads per scope)", readTracked, readOff),
     ("write, tracksReads off", writeOff, writeOff),
     ("write, on, no key observed", writeOn, writeOff),
+    (
+      "write, on, every key read before (each notified once, in the warm-up)", writeReadBefore,
+      writeOff
+    ),
     ("write that fires an observation, then registering it again", writeFiring, writeOff),
   ]
   for (name, nanos, base) in rows {

@@ -458,7 +458,7 @@ extension MemoryStore {
     if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {
       _RemovalQueue.queue.sync { _deliverRemovals() }
     }
-    _readObservers.with { $0.sendPending() }
+    await _readObservers.current?.sendPending()
   }
 
   /// The queue that frees large garbage (see ``_release(_:)``).

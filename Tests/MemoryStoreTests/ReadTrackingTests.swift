@@ -74,7 +74,7 @@ extension StoreContractTests {
       #expect(store[other] == 7)
     }
 
-    @Test func removalsExpiryEvictionAndRemoveAllFireLikeWrites() {
+    @Test func removalsExpiryEvictionAndRemoveAllFireLikeWrites() async {
       let (key, other) = Self.keys
       let clock = HeldScheduler()
       let store = Self.trackingStore(scheduler: clock)
@@ -87,7 +87,8 @@ extension StoreContractTests {
       store.setValue(1, forKey: key, timeToLive: .seconds(10))
       fired = Self.track { _ = store[key] }
       clock.move(by: .seconds(11))
-      #expect(store[other] == nil)  // a read removes what has expired
+      #expect(store[other] == nil)  // a read removes what has expired, and notifies later
+      await store.flush()
       #expect(fired.value == 1)
 
       store.countLimit = 1
@@ -199,6 +200,74 @@ extension StoreContractTests {
       #expect(fired.value == 0)
       await store.flush()
       #expect(fired.value == 1)
+    }
+
+    /// An expiry found by a read (which may run under a lock of the store, as get-or-create's
+    /// does) or by a purge reaches observers on a background queue: an observer that uses the
+    /// store there, get-or-create included, never meets a lock its thread holds.
+    @Test func anExpiryFoundUnderALockOfTheStoreIsNotifiedOffThatThread() async {
+      let (key, other) = Self.keys
+      let clock = HeldScheduler()
+      let store = Self.trackingStore(scheduler: clock)
+      store.setValue(1, forKey: key, timeToLive: .seconds(10))
+      let seen = Mutex<Int?>(-1)
+      withObservationTracking {
+        _ = store[key]
+      } onChange: {
+        // Get-or-create, from the observer: it takes the lock that the first read held.
+        let created = store.valueOrInsert(forKey: other + "-made") { 5 }
+        seen.withLock { $0 = created }
+      }
+      clock.move(by: .seconds(11))
+      // A miss of get-or-create reads under its lock; the read removes the expired entry.
+      let finished = await finishes(within: 30) {
+        #expect(store.valueOrInsert(forKey: other) { 7 } == 7)
+        await store.flush()
+      }
+      #expect(finished)
+      #expect(seen.withLock { $0 } == 5)
+      #expect(store[key] == nil)
+    }
+
+    /// A purge holds the store's purge gate while it removes what the decider chose: its
+    /// observers run after, off that thread, so that one that purges again is not turned away.
+    @Test func anObserverOfAPurgeMayPurgeAgain() async {
+      let (key, other) = Self.keys
+      let store = Self.trackingStore()
+      store.evictionDecider = { _, value, _ in value < 0 }
+      store.evictionInterval = .zero
+      store[key] = -1
+      let purgedByObserver = Mutex<[String: Int]?>(nil)
+      withObservationTracking {
+        _ = store[key]
+      } onChange: {
+        store[other] = -2
+        let purged = store.purgeEvictableItems()
+        purgedByObserver.withLock { $0 = purged }
+      }
+      #expect(store.purgeEvictableItems() == [key: -1])
+      await store.flush()
+      #expect(purgedByObserver.withLock { $0 } == [other: -2])
+    }
+
+    /// Settings of `tracksReads` racing from several threads end in one of them: the flag and
+    /// whether writes notify agree.
+    @Test func concurrentSettingsOfTracksReadsAgree() async {
+      let (key, _) = Self.keys
+      let store = MemoryStore<String, Int>()
+      let finished = runOnThreads(8) { thread in
+        for step in 0..<500 { store.tracksReads = (thread + step) % 2 == 0 }
+        return true
+      }
+      #expect(finished?.count == 8)
+      let fired = Self.track { _ = store[key] }
+      store[key] = 1
+      await store.flush()
+      #expect(fired.value == (store.tracksReads ? 1 : 0))
+      store.tracksReads = true
+      let again = Self.track { _ = store[key] }
+      store[key] = 2
+      #expect(again.value == 1)
     }
 
     @Test func anObservationsSequenceSeesTheFinalValueAfterABurst() async throws {

@@ -235,8 +235,10 @@ extension MemoryStore {
       }
       candidates = []
       guard !victims.isEmpty else { continue }
-      let removed = _transact(.evictedByDecider, freesHere: true) {
-        $0.removeUnchanged(victims, in: self)
+      // The purge gate is held: observers of tracked reads hear of it on a background queue.
+      let removed = _transact(.evictedByDecider, freesHere: true) { write in
+        write.notifiesLater = true
+        return write.removeUnchanged(victims, in: self)
       }
       evicted.merge(removed) { _, new in new }
     }

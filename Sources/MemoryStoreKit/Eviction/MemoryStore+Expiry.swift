@@ -139,7 +139,10 @@ extension MemoryStore {
   @discardableResult
   public func touch(_ key: Key, timeToLive: Duration? = nil) -> Bool {
     // No entry has metadata, and none is given a time to live: nothing to renew or count.
-    if timeToLive == nil && !_signals.policyActive.load(ordering: .relaxed) { return contains(key) }
+    if timeToLive == nil && !_signals.policyActive.load(ordering: .relaxed) {
+      // Not `contains`: a touch is not a read that Observation tracks.
+      return _withReadAccess { $0.node(forKey: key) != nil }
+    }
     // A time to live needs the policy, as `setValue(_:forKey:cost:timeToLive:)` does.
     return _transact(timeToLive: timeToLive, activatingPolicy: true) { write in
       let lifetime = timeToLive?.nanoseconds ?? write.policy.expiry.defaultLifetime

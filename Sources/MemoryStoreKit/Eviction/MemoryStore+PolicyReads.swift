@@ -60,7 +60,9 @@ extension MemoryStore {
   func _expireBeforeRead() {
     let now = _clockNanos()
     while _signals.nextExpiry.load(ordering: .acquiring) <= now {
-      _transact { _ in }
+      // A read may run under a lock of the store (get-or-create, a purge): observers of
+      // tracked reads hear of these expiries on a background queue.
+      _transact { $0.notifiesLater = true }
       _writer.yieldToWaiters()
     }
   }

@@ -258,6 +258,7 @@ extension MemoryStore {
     repeat {
       if !isFirst { _writer.yieldToWaiters() }
       _transact { write in
+        write.notifiesLater = true
         if isFirst && write.policy.expiry.sweepArmedFor == deadline {
           write.policy.expiry.sweepArmedFor = nil
         }

@@ -81,6 +81,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline var deliversRemovals = false
   /// Whether the write has ended: a body may end it itself, to read what its end did.
   @usableFromInline var ended = false
+  /// Whether the observers of tracked reads hear of this write later, on a background queue,
+  /// rather than on the calling thread: a write the store makes itself (an expiry found by a
+  /// read, the expiry timer, a purge), whose caller may hold a lock of the store.
+  @usableFromInline var notifiesLater = false
 
   @inlinable @inline(__always)
   init(
@@ -204,6 +208,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     effects.followUp = access.changes.commit(
       logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
+    if notifiesLater { effects.followUp?.notifiesLater = true }
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:
     // every read loads it. (Without metadata, no entry expires: both are `Int64.max`.)

@@ -166,7 +166,7 @@ extension MemoryStore {
   @inlinable @inline(never)
   func _followUp(_ followUp: _TrackingFollowUp) {
     if let notices = followUp.notices?.takeRetainedValue() {
-      _readObservers.with { $0.notify(notices) }
+      _readObservers.with { $0.notify(notices, later: followUp.notifiesLater) }
     }
     if followUp.deliversRemovals { _scheduleRemovalDelivery() }
     if let delay = followUp.publishAfter {

@@ -32,18 +32,23 @@ extension MemoryStore {
   ///
   /// A change that nobody read fires nothing. Keys are told apart by 15 bits of their hash: a
   /// change to a key fires the observers of another key once in about 32 000 pairs, a change
-  /// that is not one (Observation allows it: the observer re-reads and finds nothing new). A
-  /// change is never missed.
+  /// that is not one (Observation allows it: the observer re-reads and finds nothing new).
   ///
   /// **When and where observers run.** After the write is applied and every lock of the store
   /// is released: `withObservationTracking`'s `onChange` sees the new value, and may read and
-  /// write the store. It runs on the thread that wrote, or on the thread delivering the store's
-  /// notices at that moment (one thread at a time delivers them, so that no observation runs
-  /// twice for one registration). Observation registers what a scope read when the
-  /// scope ends, so a write made between the read and that moment would find no observer yet:
-  /// every change is therefore notified again 5 ms and 250 ms later, on a background queue,
-  /// and at once by ``flush()``. An observer registered meanwhile is told then; one that
-  /// already re-read may re-read once more.
+  /// write the store. For a write you make, it runs on your thread, or on the thread that is
+  /// delivering the store's notices at that moment (one thread at a time delivers them, so
+  /// that no observation runs twice for one registration). For a change the store makes
+  /// itself (an expiry found by a read or by the expiry timer, a purge's evictions), it runs
+  /// on a background queue: never inside a read.
+  ///
+  /// **A change during registration.** Observation registers what a scope read when the scope
+  /// ends, so a write made by another thread between the read and that moment finds no
+  /// observer yet: every change is therefore notified again about 5 ms and 255 ms later, on a
+  /// background queue, and at once by ``flush()``. An observer registered meanwhile is told
+  /// then; one that had already read the new value may be told again. A registration that
+  /// ends more than about 255 ms after a change it raced (its thread descheduled that long)
+  /// misses that change.
   ///
   /// **Not batched.** Observation fires per change, independent of ``notificationInterval``:
   /// an observation fires once, at the first change after it registered (SwiftUI then
@@ -52,9 +57,11 @@ extension MemoryStore {
   ///
   /// **Cost.** Off, a read pays one relaxed atomic load, and a write nothing. On, a read
   /// outside any tracking scope costs about 30 ns more, a read inside one about 500 ns (mostly
-  /// Observation's own bookkeeping), and a write about 30 ns more, plus the observers it
-  /// fires (see <doc:ObservingChanges>). Turn it on for the stores that views read; leave it
-  /// off for stores that only servers and background work read.
+  /// Observation's own bookkeeping), and a write about 30 ns more; the first write of a key
+  /// after a read of it also notifies (a microsecond or so, with the observers it fires), and
+  /// later writes do not until it is read again (see <doc:ObservingChanges>). Turn it on for
+  /// the stores that views read; leave it off for stores that only servers and background
+  /// work read.
   ///
   /// - Complexity: O(1) to turn on; O(*b*) to turn off, for the *b* keys read while it was on.
   ///
@@ -63,17 +70,16 @@ extension MemoryStore {
   public var tracksReads: Bool {
     get { _signals.tracksReads.load(ordering: .relaxed) }
     set {
-      if newValue {
-        _readObservers.make()
-        _writer.withLock { $0.changes.observesReads = true }
-        _signals.tracksReads.store(true, ordering: .releasing)
-      } else {
-        guard _signals.tracksReads.exchange(false, ordering: .acquiringAndReleasing) else {
-          return
-        }
-        _writer.withLock { $0.changes.observesReads = false }
-        _readObservers.with { $0.releaseAll() }
+      if newValue { _readObservers.make() }
+      // Both flags change together under the write lock, so that concurrent settings end in
+      // one of them; what reads registered is collected there and notified after unlocking.
+      let released = _writer.withLock { state -> _Renotice? in
+        guard state.changes.observesReads != newValue else { return nil }
+        state.changes.observesReads = newValue
+        _signals.tracksReads.store(newValue, ordering: .releasing)
+        return newValue ? nil : _readObservers.with { $0.takeEveryBucket() }
       }
+      if let released { _readObservers.with { $0.deliver(released) } }
     }
   }
 

@@ -116,15 +116,23 @@ final class _ObservationNotices: @unchecked Sendable {
 /// reach their observers.
 ///
 /// **How no change is missed.** A read sets its bucket's bit, then (after a full fence) reads
-/// the table; a write publishes the table, then (after a full fence) reads the bits of what it
-/// changed, and notifies the buckets whose bit is set. Either the write sees the bit, or the
-/// read sees the write. Bits are never cleared while reads are tracked.
+/// the table; a write publishes the table, then (after a full fence) takes the bits of what it
+/// changed (clearing them), and notifies the buckets whose bit was set. Either the write sees
+/// the bit, or the read sees the write. A read that saw the bit set just before a write took it
+/// is covered by that write's notices, which are sent again (below): its observation, once
+/// registered, is told, and registering again sets the bit again.
 ///
 /// **The registration's window.** Observation registers what a tracking scope read only when
 /// the scope ends: a write notified between a read and that registration finds no observer.
 /// So every bucket notified is notified again ``renoticeDelays`` later (and at once by
 /// ``MemoryStore/flush()``): an observer registered meanwhile is then told, and one that had
-/// read the new value re-reads it.
+/// read the new value re-reads it. A registration later than the last of them (a thread
+/// descheduled for longer) misses the change.
+///
+/// **Delivery.** One thread at a time delivers a store's notices, without any lock held:
+/// Observation removes an observation only after its `onChange` returns, so two threads
+/// notifying at once could both run it. Notices handed over while a thread delivers are
+/// delivered by that thread, merged.
 ///
 /// `@unchecked Sendable`, safe: `bits` is written only by `init` and `deinit`, and the memory
 /// it points to only through its atomics; the key paths are immutable; the rest is Sendable.
@@ -141,20 +149,18 @@ final class _ReadObservers: @unchecked Sendable {
   let membershipPath: KeyPath<_ObservedSubject, Int> = \.membership
   let contentsPath: KeyPath<_ObservedSubject, Int> = \.contents
 
-  /// A bit per bucket: set by the first tracked read of it.
+  /// A bit per bucket: set by a tracked read of it, taken by the next write that changes it.
   private let bits: UnsafeMutablePointer<Atomic<UInt64>>
   /// Bit 0: ``_TrackedRead/membership`` was read; bit 1: ``_TrackedRead/contents`` was.
   private let wholeBits = Atomic<UInt8>(0)
-  /// The notices to send again, one set per delay of ``renoticeDelays``.
-  private let pending: _Protected<_Renotices>
-  /// The notices handed over for delivery, and whether a thread delivers them.
-  private let delivery = _Protected(_Delivery())
+  /// The notices handed over and not yet delivered, those to send again, and the waiters of
+  /// ``sendPending()``.
+  private let delivery = _Protected(_Delivery(rounds: _ReadObservers.renoticeDelays.count))
 
   init() {
     let words = Self.bucketCount / 64
     bits = .allocate(capacity: words)
     for index in 0..<words { (bits + index).initialize(to: Atomic(0)) }
-    pending = _Protected(_Renotices(rounds: Self.renoticeDelays.count))
   }
 
   deinit {
@@ -202,97 +208,153 @@ final class _ReadObservers: @unchecked Sendable {
 
   // MARK: Notices
 
-  /// Notifies the observers of what `notices` changed, on the calling thread, and schedules
-  /// the same notices again (see ``renoticeDelays``). Call after the write is published and
-  /// every store lock released: observers run here.
+  /// Notifies the observers of what `notices` changed and schedules the same notices again
+  /// (see ``renoticeDelays``): on the calling thread, or with `later` on a background queue.
+  /// Call after the write is published and the write lock released; with `later` false, only
+  /// where no lock of the store is held: observers may run here.
   @usableFromInline
-  func notify(_ notices: _ObservationNotices) {
+  func notify(_ notices: _ObservationNotices, later: Bool) {
     atomicMemoryFence(ordering: .sequentiallyConsistent)
     var sent = _Renotice()
-    let whole = wholeBits.load(ordering: .relaxed)
     if notices.cleared {
-      for word in 0..<(Self.bucketCount / 64) {
-        var set = bits[word].load(ordering: .relaxed)
-        while set != 0 {
-          sent.buckets.insert(word << 6 | set.trailingZeroBitCount)
-          set &= set - 1
-        }
-      }
-      sent.membership = whole & 1 != 0
+      sent = takeEveryBucket(keepingPending: true)
     } else {
+      var changesMembership = false
       notices.forEachChange { change in
         let value = Self.bucket(change.hash, presence: false)
-        if isSet(value) { sent.buckets.insert(value) }
+        if takeBit(value) { sent.buckets.insert(value) }
         guard change.changesPresence else { return }
-        if isSet(value | 1) { sent.buckets.insert(value | 1) }
-        if whole & 1 != 0 { sent.membership = true }
+        if takeBit(value | 1) { sent.buckets.insert(value | 1) }
+        changesMembership = true
       }
+      sent.membership = changesMembership && takeWholeBit(1)
+      sent.contents = takeWholeBit(2)
     }
-    sent.contents = whole & 2 != 0
     guard !sent.isEmpty else { return }
-    deliver(sent)
-    schedule(sent, round: 0)
+    deliver(sent, renoticing: true, later: later)
   }
 
-  /// Sends every notice waiting to be sent again, now, and returns once it and every notice
-  /// before it were delivered: what ``MemoryStore/flush()`` does.
-  func sendPending() {
-    // A pass under way delivers first (unless this runs in one).
-    if DispatchQueue.getSpecific(key: Self.queueKey) == nil { Self.queue.sync {} }
-    let ticket = deliver(pending.withLock { $0.takeAll() })
-    while delivery.withLock({ $0.delivered }) < ticket { sched_yield() }
+  /// Takes the bit of bucket `index`: whether a read registered it since the last notice.
+  private func takeBit(_ index: Int) -> Bool {
+    let bit = UInt64(1) << UInt64(index & 63)
+    guard bits[index >> 6].load(ordering: .relaxed) & bit != 0 else { return false }
+    return bits[index >> 6].bitwiseAnd(~bit, ordering: .relaxed).oldValue & bit != 0
   }
 
-  /// Notifies every bucket read so far, and clears the bits: when the store stops tracking
-  /// reads, so that no observation waits for a notice that will not come.
-  func releaseAll() {
-    var sent = _Renotice()
+  private func takeWholeBit(_ bit: UInt8) -> Bool {
+    guard wholeBits.load(ordering: .relaxed) & bit != 0 else { return false }
+    return wholeBits.bitwiseAnd(~bit, ordering: .relaxed).oldValue & bit != 0
+  }
+
+  /// Takes every bit: the notices that tell every observation registered since the last
+  /// notices (after a `removeAll()`, or when the store stops tracking reads). Unless
+  /// `keepingPending`, the notices waiting to be sent again are dropped into it too.
+  func takeEveryBucket(keepingPending: Bool = false) -> _Renotice {
+    var taken = _Renotice()
     for word in 0..<(Self.bucketCount / 64) {
+      guard bits[word].load(ordering: .relaxed) != 0 else { continue }
       var set = bits[word].exchange(0, ordering: .relaxed)
       while set != 0 {
-        sent.buckets.insert(word << 6 | set.trailingZeroBitCount)
+        taken.buckets.insert(word << 6 | set.trailingZeroBitCount)
         set &= set - 1
       }
     }
     let whole = wholeBits.exchange(0, ordering: .relaxed)
-    sent.membership = whole & 1 != 0
-    sent.contents = whole & 2 != 0
-    _ = pending.withLock { $0.takeAll() }
-    deliver(sent)
+    taken.membership = whole & 1 != 0
+    taken.contents = whole & 2 != 0
+    if !keepingPending { taken.formUnion(delivery.withLock { $0.takeAllRounds() }) }
+    return taken
   }
 
-  /// Hands `notice` to the delivery, and delivers it (and what other threads hand over
-  /// meanwhile) if no other thread is delivering; returns its ticket (see ``_Delivery``).
-  ///
-  /// One thread at a time delivers a store's notices, and without any lock held: Observation
-  /// removes an observation only after its `onChange` returns, so two threads notifying at
-  /// once could both run it.
-  @discardableResult
-  private func deliver(_ notice: _Renotice) -> UInt64 {
-    let (ticket, delivers) = delivery.withLock { state in
-      state.waiting.formUnion(notice)
-      state.handedOver &+= 1
+  /// Delivers `notice` at once (see ``deliver(_:renoticing:later:)``), not to be sent again.
+  func deliver(_ notice: _Renotice) {
+    deliver(notice, renoticing: false, later: false)
+  }
+
+  /// Hands `notice` over for delivery, to be sent again later if `renoticing`; delivers it
+  /// (and what other threads hand over meanwhile) unless another thread is delivering: here,
+  /// or with `later` on a background queue.
+  private func deliver(_ notice: _Renotice, renoticing: Bool, later: Bool) {
+    let (delivers, scheduledRounds) = delivery.withLock { state in
+      state.hand(over: notice)
+      let rounds = renoticing ? state.addToRound(notice, round: 0) : []
+      defer { state.isDelivering = true }
+      return (!state.isDelivering, rounds)
+    }
+    for round in scheduledRounds { scheduleRound(round) }
+    guard delivers else { return }
+    if later {
+      DispatchQueue.global(qos: .utility).async { [self] in drain() }
+    } else {
+      drain()
+    }
+  }
+
+  /// Delivers what was handed over, until nothing is left; the caller is the delivering
+  /// thread. No lock is held while observers run.
+  private func drain() {
+    while true {
+      let (batch, through, resumed) = delivery.withLock {
+        state -> (_Renotice?, UInt64, [CheckedContinuation<Void, Never>]) in
+        guard !state.waiting.isEmpty else {
+          state.isDelivering = false
+          return (nil, state.handedOver, state.finishDelivery(through: state.handedOver))
+        }
+        defer { state.waiting = _Renotice() }
+        return (state.waiting, state.handedOver, [])
+      }
+      guard let batch else {
+        for waiter in resumed { waiter.resume() }
+        return
+      }
+      send(batch)
+      let finished = delivery.withLock { $0.finishDelivery(through: through) }
+      for waiter in finished { waiter.resume() }
+    }
+  }
+
+  /// Schedules the pass of round `round` (see ``renoticeDelays``).
+  private func scheduleRound(_ round: Int) {
+    let delay = Self.renoticeDelays[round]
+    DispatchQueue.global(qos: .utility).asyncAfter(
+      deadline: .now() + .nanoseconds(Int(delay.nanoseconds))
+    ) { [weak self] in
+      self?.sendRound(round)
+    }
+  }
+
+  /// Round `round`'s pass: sends its notices again, and moves them to the next round.
+  private func sendRound(_ round: Int) {
+    let (delivers, next) = delivery.withLock { state -> (Bool, [Int]) in
+      let due = state.takeRound(round)
+      guard !due.isEmpty else { return (false, []) }
+      state.hand(over: due)
+      let next = round + 1 < state.rounds.count ? state.addToRound(due, round: round + 1) : []
+      defer { state.isDelivering = true }
+      return (!state.isDelivering, next)
+    }
+    for round in next { scheduleRound(round) }
+    if delivers { drain() }
+  }
+
+  /// Sends every notice waiting to be sent again, now, and returns once they and every notice
+  /// handed over before them were delivered: what ``MemoryStore/flush()`` does. Waits without
+  /// blocking a thread.
+  func sendPending() async {
+    let (ticket, delivers) = delivery.withLock { state -> (UInt64, Bool) in
+      state.hand(over: state.takeAllRounds())
       defer { state.isDelivering = true }
       return (state.handedOver, !state.isDelivering)
     }
-    guard delivers else { return ticket }
-    while true {
-      let (batch, through) = delivery.withLock { state in
-        defer { state.waiting = _Renotice() }
-        if state.waiting.isEmpty {
-          state.isDelivering = false
-          state.delivered = state.handedOver
-        }
-        return (state.waiting, state.handedOver)
+    if delivers { drain() }
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let isDelivered = delivery.withLock { state in
+        guard state.delivered < ticket else { return true }
+        state.waiters.append((ticket, continuation))
+        return false
       }
-      if batch.isEmpty { return ticket }
-      send(batch)
-      delivery.withLock { $0.delivered = Swift.max($0.delivered, through) }
+      if isDelivered { continuation.resume() }
     }
-  }
-
-  private func isSet(_ index: Int) -> Bool {
-    bits[index >> 6].load(ordering: .relaxed) & (UInt64(1) << UInt64(index & 63)) != 0
   }
 
   /// Tells the observers of `notice`'s buckets that they changed (`willSet`, then `didSet`:
@@ -314,29 +376,6 @@ final class _ReadObservers: @unchecked Sendable {
       registrar.didSet(subject, keyPath: contentsPath)
     }
   }
-
-  /// Adds `notice` to round `round`'s set, and schedules that round if it is not.
-  private func schedule(_ notice: _Renotice, round: Int) {
-    guard round < Self.renoticeDelays.count else { return }
-    let needsScheduling = pending.withLock { $0.add(notice, round: round) }
-    guard needsScheduling else { return }
-    Self.queue.asyncAfter(
-      deadline: .now() + .nanoseconds(Int(Self.renoticeDelays[round].nanoseconds))
-    ) { [weak self] in
-      guard let self else { return }
-      let due = self.pending.withLock { $0.take(round: round) }
-      self.deliver(due)
-      self.schedule(due, round: round + 1)
-    }
-  }
-
-  /// Where notices are sent again: observers run there.
-  static let queue: DispatchQueue = {
-    let queue = DispatchQueue(label: "MemoryStore.observation", qos: .utility)
-    queue.setSpecific(key: queueKey, value: ())
-    return queue
-  }()
-  static let queueKey = DispatchSpecificKey<Void>()
 }
 
 /// A set of notices to send: buckets, and the two whole-store paths.
@@ -354,46 +393,9 @@ struct _Renotice: Sendable {
   }
 }
 
-/// The notices waiting to be sent again, per round, and which rounds are scheduled.
-struct _Renotices: Sendable {
-  var rounds: [_Renotice]
-  var isScheduled: [Bool]
-
-  init(rounds count: Int) {
-    rounds = Array(repeating: _Renotice(), count: count)
-    isScheduled = Array(repeating: false, count: count)
-  }
-
-  /// Adds `notice` to round `round`; returns whether the round must be scheduled.
-  mutating func add(_ notice: _Renotice, round: Int) -> Bool {
-    guard !notice.isEmpty else { return false }
-    rounds[round].formUnion(notice)
-    if isScheduled[round] { return false }
-    isScheduled[round] = true
-    return true
-  }
-
-  /// Takes round `round`'s notices, which its scheduled pass sends.
-  mutating func take(round: Int) -> _Renotice {
-    isScheduled[round] = false
-    defer { rounds[round] = _Renotice() }
-    return rounds[round]
-  }
-
-  /// Takes every round's notices (the passes scheduled then send nothing).
-  mutating func takeAll() -> _Renotice {
-    var all = _Renotice()
-    for round in rounds.indices {
-      all.formUnion(rounds[round])
-      rounds[round] = _Renotice()
-    }
-    return all
-  }
-}
-
-/// The notices handed over for delivery: the delivering thread takes them all at once.
+/// What a store's read observers have to deliver, guarded by their lock.
 struct _Delivery: Sendable {
-  /// What waits to be delivered.
+  /// Handed over, not yet taken by the delivering thread.
   var waiting = _Renotice()
   /// Whether a thread is delivering.
   var isDelivering = false
@@ -401,6 +403,58 @@ struct _Delivery: Sendable {
   var handedOver: UInt64 = 0
   /// Every hand-over up to this ticket was delivered.
   var delivered: UInt64 = 0
+  /// The notices to send again, per round of ``_ReadObservers/renoticeDelays``, and whether
+  /// each round's pass is scheduled.
+  var rounds: [_Renotice]
+  var isScheduled: [Bool]
+  /// Calls of ``_ReadObservers/sendPending()`` waiting for a ticket to be delivered.
+  var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+  init(rounds count: Int) {
+    rounds = Array(repeating: _Renotice(), count: count)
+    isScheduled = Array(repeating: false, count: count)
+  }
+
+  mutating func hand(over notice: _Renotice) {
+    waiting.formUnion(notice)
+    handedOver &+= 1
+  }
+
+  /// Records that every hand-over up to `ticket` was delivered; returns the waiters to resume
+  /// (after unlocking).
+  mutating func finishDelivery(through ticket: UInt64) -> [CheckedContinuation<Void, Never>] {
+    delivered = Swift.max(delivered, ticket)
+    guard !waiters.isEmpty else { return [] }
+    let done = waiters.filter { $0.ticket <= delivered }.map(\.continuation)
+    waiters.removeAll { $0.ticket <= delivered }
+    return done
+  }
+
+  /// Adds `notice` to round `round`; returns the round if its pass must be scheduled.
+  mutating func addToRound(_ notice: _Renotice, round: Int) -> [Int] {
+    guard !notice.isEmpty else { return [] }
+    rounds[round].formUnion(notice)
+    if isScheduled[round] { return [] }
+    isScheduled[round] = true
+    return [round]
+  }
+
+  /// Takes round `round`'s notices, which its scheduled pass sends.
+  mutating func takeRound(_ round: Int) -> _Renotice {
+    isScheduled[round] = false
+    defer { rounds[round] = _Renotice() }
+    return rounds[round]
+  }
+
+  /// Takes every round's notices (the passes scheduled then send nothing).
+  mutating func takeAllRounds() -> _Renotice {
+    var all = _Renotice()
+    for round in rounds.indices {
+      all.formUnion(rounds[round])
+      rounds[round] = _Renotice()
+    }
+    return all
+  }
 }
 
 /// A store's ``_ReadObservers``, made when tracking is first turned on and kept until the
@@ -422,6 +476,9 @@ struct _ReadObserversSlot: ~Copyable, Sendable {
       expected: nil, desired: made, ordering: .acquiringAndReleasing)
     if !stored { made.release() }
   }
+
+  /// The observers, if they were made.
+  var current: _ReadObservers? { observers.load(ordering: .acquiring)?.takeUnretainedValue() }
 
   /// Runs `body` with the observers, if they were made; the slot keeps them alive meanwhile.
   @usableFromInline
