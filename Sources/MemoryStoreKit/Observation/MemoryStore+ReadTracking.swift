@@ -38,7 +38,9 @@ extension MemoryStore {
   /// is released: `withObservationTracking`'s `onChange` sees the new value, and may read and
   /// write the store. For a write you make, it runs on your thread, or on the thread that is
   /// delivering the store's notices at that moment (one thread at a time delivers them, so
-  /// that no observation runs twice for one registration). For a change the store makes
+  /// that no observation runs twice for one registration); either way the write returns once
+  /// the observations it fired have run (a write made by an observer returns at once, and its
+  /// observations run when that observer returns). For a change the store makes
   /// itself (an expiry found by a read or by the expiry timer, a purge's evictions), it runs
   /// on a background queue: never inside a read.
   ///

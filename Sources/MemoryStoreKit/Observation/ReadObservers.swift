@@ -274,30 +274,45 @@ final class _ReadObservers: @unchecked Sendable {
   /// Hands `notice` over for delivery, to be sent again later if `renoticing`; delivers it
   /// (and what other threads hand over meanwhile) unless another thread is delivering: here,
   /// or with `later` on a background queue.
+  ///
+  /// Unless `later`, returns once `notice` was delivered: by this thread, or by the thread
+  /// delivering, which this one waits for. An observer's own write (this thread delivers)
+  /// returns at once: its notice is delivered when the observer returns.
   private func deliver(_ notice: _Renotice, renoticing: Bool, later: Bool) {
-    let (delivers, scheduledRounds) = delivery.withLock { state in
+    let thread = _currentThreadID()
+    let (delivers, ticket, isReentrant, scheduledRounds) = delivery.withLock { state in
       state.hand(over: notice)
       let rounds = renoticing ? state.addToRound(notice, round: 0) : []
       defer { state.isDelivering = true }
-      return (!state.isDelivering, rounds)
+      return (
+        !state.isDelivering, state.handedOver, state.isDelivering && state.deliverer == thread,
+        rounds
+      )
     }
     for round in scheduledRounds { scheduleRound(round) }
-    guard delivers else { return }
-    if later {
-      DispatchQueue.global(qos: .utility).async { [self] in drain() }
-    } else {
-      drain()
+    if delivers {
+      if later {
+        DispatchQueue.global(qos: .utility).async { [self] in drain() }
+      } else {
+        drain()
+      }
+    } else if !later && !isReentrant {
+      // Another thread delivers: the write returns once its observers have run.
+      while delivery.withLock({ $0.delivered }) < ticket { sched_yield() }
     }
   }
 
   /// Delivers what was handed over, until nothing is left; the caller is the delivering
   /// thread. No lock is held while observers run.
   private func drain() {
+    let thread = _currentThreadID()
+    delivery.withLock { $0.deliverer = thread }
     while true {
       let (batch, through, resumed) = delivery.withLock {
         state -> (_Renotice?, UInt64, [CheckedContinuation<Void, Never>]) in
         guard !state.waiting.isEmpty else {
           state.isDelivering = false
+          state.deliverer = nil
           return (nil, state.handedOver, state.finishDelivery(through: state.handedOver))
         }
         defer { state.waiting = _Renotice() }
@@ -399,6 +414,8 @@ struct _Delivery: Sendable {
   var waiting = _Renotice()
   /// Whether a thread is delivering.
   var isDelivering = false
+  /// The thread delivering, once it started (see ``_currentThreadID()``).
+  var deliverer: UInt?
   /// The number of hand-overs so far: a hand-over's ticket.
   var handedOver: UInt64 = 0
   /// Every hand-over up to this ticket was delivered.
@@ -485,4 +502,14 @@ struct _ReadObserversSlot: ~Copyable, Sendable {
   func with<R>(_ body: (_ReadObservers) -> R) -> R? {
     observers.load(ordering: .acquiring)?._withUnsafeGuaranteedRef(body)
   }
+}
+
+/// The calling thread's identity, for comparison only.
+func _currentThreadID() -> UInt {
+  #if canImport(Glibc)
+    UInt(pthread_self())
+  #else
+    // A pointer on the other platforms.
+    UInt(bitPattern: pthread_self())
+  #endif
 }
