@@ -159,6 +159,13 @@ extension StoreContractTests {
       #expect(bulk.value == 1)
     }
 
+    /// What SwiftUI's `environment(_:)` and `@Environment` take: an `Observable` class.
+    @Test func aStoreIsObservable() {
+      func passedDown<Model: Observable & AnyObject>(_ model: Model) -> Model { model }
+      let store = Self.trackingStore()
+      #expect(passedDown(store) === store)
+    }
+
     @Test func aStoreThatDoesNotTrackReadsFiresNothing() async {
       let store = MemoryStore<String, Int>()
       #expect(!store.tracksReads)

@@ -97,3 +97,9 @@ extension MemoryStore {
     _readObservers.with { $0.access(read) }
   }
 }
+
+/// A store is `Observable`, so that SwiftUI can pass it down a view hierarchy as an `@Observable`
+/// model is passed (`.environment(store)`, `@Environment(MemoryStore<String, Quote>.self)`).
+/// Its reads are tracked while ``MemoryStore/tracksReads`` is on; off, a view that reads it
+/// is not redrawn by its changes.
+extension MemoryStore: Observable {}
