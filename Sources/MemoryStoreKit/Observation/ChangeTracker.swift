@@ -181,27 +181,14 @@ struct _ChangeTracker<Key: Hashable, Value> {
     writeCount &+= 1
     // A store that reports nothing logged nothing.
     guard isReporting else { return nil }
-    return commitReported(logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
-  }
-
-  /// ``commit(logged:cleared:deliversRemovals:)`` of a store that reports something: out of
-  /// line, so that a write of a store that reports nothing stays small enough for the table's
-  /// staging to be inlined into it.
-  @inlinable @inline(never)
-  mutating func commitReported(logged: Int, cleared: Bool, deliversRemovals: Bool)
-    -> _TrackingFollowUp?
-  {
-    var followUp: _TrackingFollowUp?
-    if let notices {
-      followUp = _TrackingFollowUp()
-      followUp?.notices = Unmanaged.passRetained(notices)
-      self.notices = nil
-    }
-    guard isTracking || deliversRemovals else { return followUp }
+    var followUp = notices != nil ? takeNotices() : nil
     if cleared {
       followUp = self.followUp(sealing: true, merging: followUp)
-    } else if appendCount != logged, let needed = followUpIfNeeded() {
-      followUp = needed.merging(followUp)
+    } else if appendCount != logged && !(isArmed && log.count < Self.segmentCapacity) {
+      // The write logged changes, and the publication is not armed or the segment is full.
+      // A write that logs several changes comes here once, at the end, so its segment may
+      // exceed ``segmentCapacity`` by that write's size.
+      followUp = self.followUp(merging: followUp)
     }
     if deliversRemovals {
       followUp = followUp ?? _TrackingFollowUp()
@@ -210,13 +197,14 @@ struct _ChangeTracker<Key: Hashable, Value> {
     return followUp
   }
 
-  /// What a write must do after unlocking, once it has appended everything it logs; `nil`
-  /// for nothing (the common case). A write that logs several changes calls it once, at the
-  /// end, so its segment may exceed ``segmentCapacity`` by that write's size.
-  @inlinable @inline(__always)
-  mutating func followUpIfNeeded() -> _TrackingFollowUp? {
-    if isArmed && log.count < Self.segmentCapacity { return nil }
-    return followUp()
+  /// A follow-up that delivers the write's notices to the observers of tracked reads. Out of
+  /// line: only a store that tracks reads has any.
+  @inlinable @inline(never)
+  mutating func takeNotices() -> _TrackingFollowUp {
+    var followUp = _TrackingFollowUp()
+    if let notices { followUp.notices = Unmanaged.passRetained(notices) }
+    notices = nil
+    return followUp
   }
 
   /// Arms the publication and seals a full segment, as needed; with `sealing`, seals the
