@@ -19,22 +19,19 @@ import Synchronization
 /// a key path made once per process, see ``_BucketPaths``), not by a key path to the key
 /// itself: making one costs about a microsecond, and comparing two hashes their arguments.
 /// Two keys in one bucket notify each other's observers: a change that is not one, which
-/// Observation allows (an observer re-reads and finds nothing new); a change is never missed.
+/// Observation allows (an observer re-reads and finds nothing new). Two more buckets name the
+/// whole store's membership and contents (``_ReadObservers/membership``,
+/// ``_ReadObservers/contents``).
 final class _ObservedSubject: Observable, Sendable {
   /// Where observers of this subject are registered.
   let registrar = ObservationRegistrar()
 
-  /// A bucket of keys, named by key paths with the bucket as argument. Never read.
+  /// A bucket, named by key paths with the bucket as argument. Never read.
   subscript(bucket bucket: Int) -> Int { bucket }
-  /// Which keys are present: what ``MemoryStore/count``, ``MemoryStore/isEmpty`` and
-  /// ``MemoryStore/keys`` read. Never read.
-  var membership: Int { 0 }
-  /// Every entry: what ``MemoryStore/values`` and ``MemoryStore/allItems`` read. Never read.
-  var contents: Int { 0 }
 }
 
 /// The key path of every bucket of ``_ObservedSubject``, made on first use and kept for the
-/// life of the process: at most ``_ReadObservers/bucketCount`` of them, shared by every store.
+/// life of the process: at most ``_ReadObservers/pathCount`` of them, shared by every store.
 ///
 /// `@unchecked Sendable`, safe: `slots` is written only by `init`, and the memory it points
 /// to only through its atomics; a key path stored there is immutable and never released.
@@ -45,8 +42,8 @@ final class _BucketPaths: @unchecked Sendable {
   private let slots: UnsafeMutablePointer<Atomic<Unmanaged<KeyPath<_ObservedSubject, Int>>?>>
 
   private init() {
-    slots = .allocate(capacity: _ReadObservers.bucketCount)
-    for index in 0..<_ReadObservers.bucketCount { (slots + index).initialize(to: Atomic(nil)) }
+    slots = .allocate(capacity: _ReadObservers.pathCount)
+    for index in 0..<_ReadObservers.pathCount { (slots + index).initialize(to: Atomic(nil)) }
   }
 
   /// The key path of bucket `index`, made if it is the first use. The reference is kept by
@@ -141,30 +138,34 @@ final class _ReadObservers: @unchecked Sendable {
   /// The number of buckets: keys are told apart by 15 bits of their hash, twice (their value,
   /// their presence).
   static let bucketCount = 1 << 16
+  /// The bucket of which keys are present: what ``MemoryStore/count``,
+  /// ``MemoryStore/isEmpty`` and ``MemoryStore/keys`` read.
+  static let membership = bucketCount
+  /// The bucket of every entry: what ``MemoryStore/values`` and ``MemoryStore/allItems`` read.
+  static let contents = bucketCount + 1
+  /// The number of buckets with key paths: the keys' and the two of the whole store.
+  static let pathCount = bucketCount + 2
+  /// The words of the bits, one bit per bucket.
+  static let wordCount = (pathCount + 63) / 64
   /// How long after a notice the same buckets are notified again: a short delay for a
   /// registration that was under way, then a long one for a thread that was descheduled.
   static let renoticeDelays: [Duration] = [.milliseconds(5), .milliseconds(250)]
 
   let subject = _ObservedSubject()
-  let membershipPath: KeyPath<_ObservedSubject, Int> = \.membership
-  let contentsPath: KeyPath<_ObservedSubject, Int> = \.contents
 
   /// A bit per bucket: set by a tracked read of it, taken by the next write that changes it.
   private let bits: UnsafeMutablePointer<Atomic<UInt64>>
-  /// Bit 0: ``_TrackedRead/membership`` was read; bit 1: ``_TrackedRead/contents`` was.
-  private let wholeBits = Atomic<UInt8>(0)
   /// The notices handed over and not yet delivered, those to send again, and the waiters of
   /// ``sendPending()``.
   private let delivery = _Protected(_Delivery(rounds: _ReadObservers.renoticeDelays.count))
 
   init() {
-    let words = Self.bucketCount / 64
-    bits = .allocate(capacity: words)
-    for index in 0..<words { (bits + index).initialize(to: Atomic(0)) }
+    bits = .allocate(capacity: Self.wordCount)
+    for index in 0..<Self.wordCount { (bits + index).initialize(to: Atomic(0)) }
   }
 
   deinit {
-    bits.deinitialize(count: Self.bucketCount / 64)
+    bits.deinitialize(count: Self.wordCount)
     bits.deallocate()
   }
 
@@ -174,17 +175,13 @@ final class _ReadObservers: @unchecked Sendable {
   /// marks its bucket for writes to notify. Call before reading the table.
   @usableFromInline
   func access(_ read: _TrackedRead) {
-    switch read {
-    case .value(let hash): accessBucket(Self.bucket(hash, presence: false))
-    case .presence(let hash): accessBucket(Self.bucket(hash, presence: true))
-    case .membership: accessWhole(1, path: membershipPath)
-    case .contents: accessWhole(2, path: contentsPath)
-    }
-    // Ordered before the table's read: see the type's documentation.
-    atomicMemoryFence(ordering: .sequentiallyConsistent)
-  }
-
-  private func accessBucket(_ index: Int) {
+    let index =
+      switch read {
+      case .value(let hash): Self.bucket(hash, presence: false)
+      case .presence(let hash): Self.bucket(hash, presence: true)
+      case .membership: Self.membership
+      case .contents: Self.contents
+      }
     let bit = UInt64(1) << UInt64(index & 63)
     if bits[index >> 6].load(ordering: .relaxed) & bit == 0 {
       bits[index >> 6].bitwiseOr(bit, ordering: .relaxed)
@@ -192,13 +189,8 @@ final class _ReadObservers: @unchecked Sendable {
     _BucketPaths.shared.path(index)._withUnsafeGuaranteedRef { path in
       subject.registrar.access(subject, keyPath: path)
     }
-  }
-
-  private func accessWhole(_ bit: UInt8, path: KeyPath<_ObservedSubject, Int>) {
-    if wholeBits.load(ordering: .relaxed) & bit == 0 {
-      wholeBits.bitwiseOr(bit, ordering: .relaxed)
-    }
-    subject.registrar.access(subject, keyPath: path)
+    // Ordered before the table's read: see the type's documentation.
+    atomicMemoryFence(ordering: .sequentiallyConsistent)
   }
 
   /// The bucket of the key with `hash`.
@@ -215,20 +207,20 @@ final class _ReadObservers: @unchecked Sendable {
   @usableFromInline
   func notify(_ notices: _ObservationNotices, later: Bool) {
     atomicMemoryFence(ordering: .sequentiallyConsistent)
-    var sent = _Renotice()
+    var sent: Set<Int> = []
     if notices.cleared {
       sent = takeEveryBucket(keepingPending: true)
     } else {
       var changesMembership = false
       notices.forEachChange { change in
         let value = Self.bucket(change.hash, presence: false)
-        if takeBit(value) { sent.buckets.insert(value) }
+        if takeBit(value) { sent.insert(value) }
         guard change.changesPresence else { return }
-        if takeBit(value | 1) { sent.buckets.insert(value | 1) }
+        if takeBit(value | 1) { sent.insert(value | 1) }
         changesMembership = true
       }
-      sent.membership = changesMembership && takeWholeBit(1)
-      sent.contents = takeWholeBit(2)
+      if changesMembership && takeBit(Self.membership) { sent.insert(Self.membership) }
+      if takeBit(Self.contents) { sent.insert(Self.contents) }
     }
     guard !sent.isEmpty else { return }
     deliver(sent, renoticing: true, later: later)
@@ -241,33 +233,25 @@ final class _ReadObservers: @unchecked Sendable {
     return bits[index >> 6].bitwiseAnd(~bit, ordering: .relaxed).oldValue & bit != 0
   }
 
-  private func takeWholeBit(_ bit: UInt8) -> Bool {
-    guard wholeBits.load(ordering: .relaxed) & bit != 0 else { return false }
-    return wholeBits.bitwiseAnd(~bit, ordering: .relaxed).oldValue & bit != 0
-  }
-
   /// Takes every bit: the notices that tell every observation registered since the last
   /// notices (after a `removeAll()`, or when the store stops tracking reads). Unless
   /// `keepingPending`, the notices waiting to be sent again are dropped into it too.
-  func takeEveryBucket(keepingPending: Bool = false) -> _Renotice {
-    var taken = _Renotice()
-    for word in 0..<(Self.bucketCount / 64) {
+  func takeEveryBucket(keepingPending: Bool = false) -> Set<Int> {
+    var taken: Set<Int> = []
+    for word in 0..<Self.wordCount {
       guard bits[word].load(ordering: .relaxed) != 0 else { continue }
       var set = bits[word].exchange(0, ordering: .relaxed)
       while set != 0 {
-        taken.buckets.insert(word << 6 | set.trailingZeroBitCount)
+        taken.insert(word << 6 | set.trailingZeroBitCount)
         set &= set - 1
       }
     }
-    let whole = wholeBits.exchange(0, ordering: .relaxed)
-    taken.membership = whole & 1 != 0
-    taken.contents = whole & 2 != 0
     if !keepingPending { taken.formUnion(delivery.withLock { $0.takeAllRounds() }) }
     return taken
   }
 
   /// Delivers `notice` at once (see ``deliver(_:renoticing:later:)``), not to be sent again.
-  func deliver(_ notice: _Renotice) {
+  func deliver(_ notice: Set<Int>) {
     deliver(notice, renoticing: false, later: false)
   }
 
@@ -278,18 +262,17 @@ final class _ReadObservers: @unchecked Sendable {
   /// Unless `later`, returns once `notice` was delivered: by this thread, or by the thread
   /// delivering, which this one waits for. An observer's own write (this thread delivers)
   /// returns at once: its notice is delivered when the observer returns.
-  private func deliver(_ notice: _Renotice, renoticing: Bool, later: Bool) {
+  private func deliver(_ notice: Set<Int>, renoticing: Bool, later: Bool) {
     let thread = _currentThreadID()
-    let (delivers, ticket, isReentrant, scheduledRounds) = delivery.withLock { state in
-      state.hand(over: notice)
-      let rounds = renoticing ? state.addToRound(notice, round: 0) : []
-      defer { state.isDelivering = true }
+    let (handOver, isReentrant, schedules) = delivery.withLock { state in
+      let isReentrant = state.isDelivering && state.deliverer == thread
       return (
-        !state.isDelivering, state.handedOver, state.isDelivering && state.deliverer == thread,
-        rounds
+        state.hand(over: notice), isReentrant,
+        renoticing && state.addToRound(notice, round: 0)
       )
     }
-    for round in scheduledRounds { scheduleRound(round) }
+    if schedules { scheduleRound(0) }
+    let (ticket, delivers) = handOver
     if delivers {
       if later {
         DispatchQueue.global(qos: .utility).async { [self] in drain() }
@@ -309,13 +292,13 @@ final class _ReadObservers: @unchecked Sendable {
     delivery.withLock { $0.deliverer = thread }
     while true {
       let (batch, through, resumed) = delivery.withLock {
-        state -> (_Renotice?, UInt64, [CheckedContinuation<Void, Never>]) in
+        state -> (Set<Int>?, UInt64, [CheckedContinuation<Void, Never>]) in
         guard !state.waiting.isEmpty else {
           state.isDelivering = false
           state.deliverer = nil
           return (nil, state.handedOver, state.finishDelivery(through: state.handedOver))
         }
-        defer { state.waiting = _Renotice() }
+        defer { state.waiting = [] }
         return (state.waiting, state.handedOver, [])
       }
       guard let batch else {
@@ -340,15 +323,13 @@ final class _ReadObservers: @unchecked Sendable {
 
   /// Round `round`'s pass: sends its notices again, and moves them to the next round.
   private func sendRound(_ round: Int) {
-    let (delivers, next) = delivery.withLock { state -> (Bool, [Int]) in
+    let (delivers, schedulesNext) = delivery.withLock { state -> (Bool, Bool) in
       let due = state.takeRound(round)
-      guard !due.isEmpty else { return (false, []) }
-      state.hand(over: due)
-      let next = round + 1 < state.rounds.count ? state.addToRound(due, round: round + 1) : []
-      defer { state.isDelivering = true }
-      return (!state.isDelivering, next)
+      guard !due.isEmpty else { return (false, false) }
+      let (_, delivers) = state.hand(over: due)
+      return (delivers, round + 1 < state.rounds.count && state.addToRound(due, round: round + 1))
     }
-    for round in next { scheduleRound(round) }
+    if schedulesNext { scheduleRound(round + 1) }
     if delivers { drain() }
   }
 
@@ -356,11 +337,7 @@ final class _ReadObservers: @unchecked Sendable {
   /// handed over before them were delivered: what ``MemoryStore/flush()`` does. Waits without
   /// blocking a thread.
   func sendPending() async {
-    let (ticket, delivers) = delivery.withLock { state -> (UInt64, Bool) in
-      state.hand(over: state.takeAllRounds())
-      defer { state.isDelivering = true }
-      return (state.handedOver, !state.isDelivering)
-    }
+    let (ticket, delivers) = delivery.withLock { $0.hand(over: $0.takeAllRounds()) }
     if delivers { drain() }
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let isDelivered = delivery.withLock { state in
@@ -374,44 +351,21 @@ final class _ReadObservers: @unchecked Sendable {
 
   /// Tells the observers of `notice`'s buckets that they changed (`willSet`, then `didSet`:
   /// both kinds of tracking fire, after the change).
-  private func send(_ notice: _Renotice) {
+  private func send(_ buckets: Set<Int>) {
     let registrar = subject.registrar
-    for index in notice.buckets {
+    for index in buckets {
       _BucketPaths.shared.path(index)._withUnsafeGuaranteedRef { path in
         registrar.willSet(subject, keyPath: path)
         registrar.didSet(subject, keyPath: path)
       }
     }
-    if notice.membership {
-      registrar.willSet(subject, keyPath: membershipPath)
-      registrar.didSet(subject, keyPath: membershipPath)
-    }
-    if notice.contents {
-      registrar.willSet(subject, keyPath: contentsPath)
-      registrar.didSet(subject, keyPath: contentsPath)
-    }
-  }
-}
-
-/// A set of notices to send: buckets, and the two whole-store paths.
-struct _Renotice: Sendable {
-  var buckets: Set<Int> = []
-  var membership = false
-  var contents = false
-
-  var isEmpty: Bool { buckets.isEmpty && !membership && !contents }
-
-  mutating func formUnion(_ other: _Renotice) {
-    buckets.formUnion(other.buckets)
-    membership = membership || other.membership
-    contents = contents || other.contents
   }
 }
 
 /// What a store's read observers have to deliver, guarded by their lock.
 struct _Delivery: Sendable {
-  /// Handed over, not yet taken by the delivering thread.
-  var waiting = _Renotice()
+  /// The buckets handed over, not yet taken by the delivering thread.
+  var waiting: Set<Int> = []
   /// Whether a thread is delivering.
   var isDelivering = false
   /// The thread delivering, once it started (see ``_currentThreadID()``).
@@ -422,19 +376,23 @@ struct _Delivery: Sendable {
   var delivered: UInt64 = 0
   /// The notices to send again, per round of ``_ReadObservers/renoticeDelays``, and whether
   /// each round's pass is scheduled.
-  var rounds: [_Renotice]
+  var rounds: [Set<Int>]
   var isScheduled: [Bool]
   /// Calls of ``_ReadObservers/sendPending()`` waiting for a ticket to be delivered.
   var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
 
   init(rounds count: Int) {
-    rounds = Array(repeating: _Renotice(), count: count)
+    rounds = Array(repeating: [], count: count)
     isScheduled = Array(repeating: false, count: count)
   }
 
-  mutating func hand(over notice: _Renotice) {
+  /// Hands `notice` over; returns its ticket, and whether the caller becomes the delivering
+  /// thread (no thread was delivering).
+  mutating func hand(over notice: Set<Int>) -> (ticket: UInt64, delivers: Bool) {
     waiting.formUnion(notice)
     handedOver &+= 1
+    defer { isDelivering = true }
+    return (handedOver, !isDelivering)
   }
 
   /// Records that every hand-over up to `ticket` was delivered; returns the waiters to resume
@@ -447,28 +405,28 @@ struct _Delivery: Sendable {
     return done
   }
 
-  /// Adds `notice` to round `round`; returns the round if its pass must be scheduled.
-  mutating func addToRound(_ notice: _Renotice, round: Int) -> [Int] {
-    guard !notice.isEmpty else { return [] }
+  /// Adds `notice` to round `round`; returns whether the round's pass must be scheduled.
+  mutating func addToRound(_ notice: Set<Int>, round: Int) -> Bool {
+    guard !notice.isEmpty else { return false }
     rounds[round].formUnion(notice)
-    if isScheduled[round] { return [] }
+    if isScheduled[round] { return false }
     isScheduled[round] = true
-    return [round]
+    return true
   }
 
   /// Takes round `round`'s notices, which its scheduled pass sends.
-  mutating func takeRound(_ round: Int) -> _Renotice {
+  mutating func takeRound(_ round: Int) -> Set<Int> {
     isScheduled[round] = false
-    defer { rounds[round] = _Renotice() }
+    defer { rounds[round] = [] }
     return rounds[round]
   }
 
   /// Takes every round's notices (the passes scheduled then send nothing).
-  mutating func takeAllRounds() -> _Renotice {
-    var all = _Renotice()
+  mutating func takeAllRounds() -> Set<Int> {
+    var all: Set<Int> = []
     for round in rounds.indices {
       all.formUnion(rounds[round])
-      rounds[round] = _Renotice()
+      rounds[round] = []
     }
     return all
   }
