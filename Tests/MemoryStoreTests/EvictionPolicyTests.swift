@@ -2,75 +2,103 @@ import Testing
 
 @_spi(Testing) @testable import MemoryStoreKit
 
-/// The eviction policy's rules on small traces with known answers: entries leave in the order
-/// they came unless read since the hand last passed them, a key evicted and written again
-/// starts a whole pass away, a loop over more keys than the store holds keeps most of the
-/// store, and the record of evicted keys behaves as a first-in, first-out multiset.
+/// The eviction policy's rules on small traces with known answers: admission by frequency,
+/// promotion to protected, the window's adaptation, loops, and the frequency sketch.
 @Suite("Eviction: policy rules") struct EvictionPolicyTests {
-  /// Writes new keys from `next` one at a time until `key` is gone; returns how many.
-  private func writesUntilEvicted(
-    _ key: Int, from next: inout Int, in store: MemoryStore<Int, Int>, atMost limit: Int
-  ) -> Int? {
-    for written in 1...limit {
-      store[next] = next
-      next += 1
-      // `allItems` notes no read, so looking does not change the order.
-      if store.allItems[key] == nil { return written }
-    }
-    return nil
-  }
-
-  @Test func unreadEntriesLeaveInTheOrderTheyCameAndReadOnesGetAnotherPass() {
-    let store = MemoryStore<Int, Int>()
-    store.countLimit = 10
-    for key in 0..<10 { store[key] = key }
-    _ = store[3]
-    _ = store[7]
-    // The hand starts at the oldest entry: 0, 1, 2 go, 3 was read (its counter is lowered
-    // and it stays where it is), then 4, 5, 6, then 8 and 9 past the read 7, then the new
-    // keys in the order they came.
-    var evicted: [Int] = []
-    for key in 100..<112 {
-      let before = Set(store.allItems.keys)
-      store[key] = key
-      evicted += before.subtracting(store.allItems.keys).sorted()
-    }
-    #expect(evicted == [0, 1, 2, 4, 5, 6, 8, 9, 100, 101, 102, 103])
-    // 3 and 7 were passed once: unread since, they go when the hand next reaches them.
-    #expect(store.allItems.keys.sorted() == [3, 7] + Array(104..<112))
-    #expect(store._policyMismatch() == nil)
-  }
-
-  @Test func aKeyEvictedRecentlyStartsAWholePassAway() {
+  @Test func aKeyUsedOnceNeverPushesOutKeysUsedOften() {
+    // Admission: a new key leaves the window as a candidate, and stays only if its key was
+    // used more lately than probation's oldest entry. Strict LRU would keep none of the
+    // frequent keys after a scan as long as the store.
     let store = MemoryStore<Int, Int>()
     store.countLimit = 100
-    for key in 0..<100 { store[key] = key }
-    // 2 new keys evict 0 and 1: the hand is now at 2. (Only two keys are evicted, so that the
-    // record of evicted keys, two slots to a bucket, cannot have dropped 1 for a third key of
-    // its bucket: with more, whether it did depends on the process's hash seed.)
-    for key in 1_000..<1_002 { store[key] = key }
-    // 1 was evicted within the last cache-ful: written again, it starts just behind the hand,
-    // a whole pass away. A key never seen starts at the newest end, which the hand reaches
-    // once it has passed the 99 entries before it.
-    store[1] = 1
-    store[3_000] = 3_000
-    var next = 4_000
-    let freshLifetime = writesUntilEvicted(3_000, from: &next, in: store, atMost: 200)
-    #expect(freshLifetime == 99, "lived \(String(describing: freshLifetime)) writes")
-    #expect(store.allItems[1] == 1)
-    // New keys keep coming at the newest end, ahead of the hand, which evicts them as it
-    // reaches them and does not come round to 1 while they do.
-    let returningLifetime = writesUntilEvicted(1, from: &next, in: store, atMost: 200)
-    #expect(returningLifetime == nil, "lived \(String(describing: returningLifetime)) more writes")
+    for round in 0..<4 {
+      for key in 0..<100 {
+        if store[key] == nil { store[key] = key }
+        if round == 0 { _ = store[key] }
+      }
+    }
+    // Keys used once, three times as many as the store holds.
+    for key in 1_000..<1_300 { store[key] = key }
+    let kept = (0..<100).filter { store.allItems[$0] != nil }.count
+    #expect(kept >= 90, "\(kept) of the frequent keys kept")
+    #expect(store[1_299] == 1_299)
     #expect(store.count == 100)
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func aKeyUsedMoreThanTheVictimIsAdmitted() {
+    // A key used often, though new to the store, replaces probation's oldest entry once it
+    // leaves the window: its uses were counted while it was absent.
+    let store = MemoryStore<Int, Int>()
+    store.countLimit = 50
+    for key in 0..<50 { store[key] = key }
+    for key in 100..<150 { store[key] = key }  // the first keys leave; these are used once
+    // Key 7 was evicted; it comes back four times (each a miss and a write), then more keys.
+    for _ in 0..<4 {
+      store[7] = nil
+      store[7] = 7
+    }
+    for key in 200..<210 { store[key] = key }
+    #expect(store.allItems[7] == 7)
+    #expect(store._estimatedUses(of: 7) >= 4)
+    #expect(store._policyMismatch() == nil)
+  }
+
+  @Test func entriesReadInProbationMoveToProtected() {
+    let store = MemoryStore<Int, Int>()
+    store.countLimit = 100
+    for key in 0..<200 { store[key] = key }
+    #expect(store._evictionOrderState.protected == 0)
+    // Every entry outside the window is read: the next evictions move them to protected,
+    // up to 80 % of the entries outside the window.
+    for key in store.allItems.keys { _ = store[key] }
+    for key in 1_000..<1_010 { store[key] = key }
+    let state = store._evictionOrderState
+    #expect(state.protected > 70 && state.protected <= 80, "\(state)")
+    #expect(state.window + state.probation + state.protected == 100)
+    #expect(store._policyMismatch() == nil)
+  }
+
+  @Test func theWindowGrowsForRecencyAndStaysSmallForFrequency() {
+    // Hill climbing: a working set that drifts (each key used in a short span, then never
+    // again) is served by recency, and the window grows to nearly the whole store; hot keys
+    // among keys used once are served by frequency, and it stays small.
+    func run(_ key: (Int, inout SplitMix64) -> Int) -> (hitRatio: Double, windowShare: Int) {
+      let store = MemoryStore<Int, Int>()
+      store.countLimit = 200
+      var random = SplitMix64(seed: 3)
+      var hits = 0
+      let accesses = 200_000
+      for step in 0..<accesses {
+        let key = key(step, &random)
+        if store[key] != nil {
+          if step >= accesses / 2 { hits += 1 }
+        } else {
+          store[key] = key
+        }
+      }
+      #expect(store._policyMismatch() == nil)
+      return (Double(hits) / Double(accesses / 2), store._evictionOrderState.windowShare)
+    }
+    let drifting = run { step, random in step / 20 + random.below(180) }
+    // Nearly the whole store: LRU, which is what this workload wants.
+    #expect(drifting.windowShare > 3 * 16_384, "window \(drifting.windowShare) / 65 536")
+    #expect(drifting.hitRatio > 0.8, "hit ratio \(drifting.hitRatio)")
+    // Half the accesses go to 150 hot keys, half to keys never seen again: a window larger
+    // than the 50 entries the hot keys leave would push hot keys out.
+    let scanned = run { step, random in
+      random.below(2) == 0 ? random.below(150) : 1_000_000 + step
+    }
+    // The hit ratio is flat while the window leaves the hot keys room (up to 25 %): the
+    // climber wanders there, never towards the recency the other workload wants.
+    #expect(scanned.windowShare < 16_384, "window \(scanned.windowShare) / 65 536")
+    #expect(scanned.hitRatio > 0.48, "hit ratio \(scanned.hitRatio) of at most 0.5")
+  }
+
   @Test func aLoopOverMoreKeysThanTheStoreHoldsKeepsMostOfTheStore() {
     // Any order that keeps the newest keys (LRU, FIFO) misses every access of such a loop.
-    // One key in 16 (by hash) is watched: once most of them come back after being evicted,
-    // new keys start at the hand and one position churns. 1 200 keys give about 75 watched
-    // ones, whatever the process's hash seed.
+    // Every key of the loop is used as often as every other: a candidate never displaces
+    // probation's oldest entry, so the store keeps most of its keys and the window churns.
     let store = MemoryStore<Int, Int>()
     store.countLimit = 1_000
     var hits = 0
@@ -90,8 +118,8 @@ import Testing
 
   @Test func keysThatComeBackInNoParticularOrderAreNotTakenForALoop() {
     // A working set a little larger than the store that drifts: evicted keys come back often,
-    // as in a loop, but in any order. Starting new keys at the hand would freeze the store on
-    // keys the set has left; the order in which keys come back tells the two apart.
+    // as in a loop, but in any order. An order that froze the store on the keys it holds
+    // would lose the keys the set moves to.
     let store = MemoryStore<Int, Int>()
     store.countLimit = 1_000
     var random = SplitMix64(seed: 7)
@@ -105,7 +133,7 @@ import Testing
         store[key] = key
       }
     }
-    // The store hits about 82 % of the second half's accesses; frozen by the loop rule, 18 %.
+    // The store hits about 82 % of the second half's accesses; frozen, 18 %.
     #expect(hits > accesses / 2 * 70 / 100, "\(hits) hits in the second half")
     #expect(store._policyMismatch() == nil)
   }
@@ -205,60 +233,44 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
-  @Test func onlyTheLimitsRecordEvictedKeysAndMemoryPressureFreesTheRecord() {
-    let store = MemoryStore<Int, Int>(name: "record")
+  @Test func memoryPressureFreesTheFrequencySketch() {
+    let store = MemoryStore<Int, Int>(name: "sketch")
     store.countLimit = 100
+    #expect(store._evictionOrderState.sketchWords == 0)
     for key in 0..<150 { store[key] = key }
-    #expect(store._rememberedEvictions.count == 50)
-    #expect(store._rememberedEvictions.capacity == 125)
+    // One word of 16 counters per entry of the limit, rounded up to a power of two.
+    #expect(store._evictionOrderState.sketchWords == 128)
     store.handleMemoryPressure(.warning)
     #expect(store.count == 50)
-    // The trim's 50 evictions are not remembered, and the record's memory is gone.
-    #expect(store._rememberedEvictions == (0, 0))
+    #expect(store._evictionOrderState.sketchWords == 0)
     for key in 1_000..<1_070 { store[key] = key }
-    #expect(store._rememberedEvictions.count == 20)
+    #expect(store._evictionOrderState.sketchWords == 128)
+    #expect(store._policyMismatch() == nil)
   }
 
-  @Test func evictedKeysAreRememberedTwoPerBucketNewestFirstWithinWindows() {
-    var ghosts = _GhostKeys()
-    ghosts.ensureCapacity(32)
-    #expect(ghosts.capacity == 32)
-    // 1.25 slots per fingerprint of capacity: 21 buckets of two. A fingerprint's bucket is
-    // its fraction of the bucket count.
-    #expect(ghosts.bucketCount == 21)
-    #expect([0, 1 << 31, UInt32.max].map(ghosts.bucket) == [0, 20, 40])
-    // A model: per bucket, the insertion numbers of its fingerprints, at most two, the newest
-    // kept (a fingerprint already there is renumbered in place).
-    var model: [Int: [(fingerprint: UInt32, number: Int)]] = [:]
-    var random = SplitMix64(seed: 7)
-    let candidates = (0..<90).map { UInt32($0) &* 47_721_859 | 1 }
-    for number in 0..<5_000 {
-      let fingerprint = candidates[random.below(candidates.count)]
-      ghosts.insert(fingerprint)
-      let bucket = ghosts.bucket(fingerprint)
-      var slots = model[bucket, default: []]
-      if let index = slots.firstIndex(where: { $0.fingerprint == fingerprint }) {
-        slots[index].number = number
-      } else if slots.count < 2 {
-        slots.append((fingerprint, number))
-      } else {
-        let older = slots[0].number < slots[1].number ? 0 : 1
-        slots[older] = (fingerprint, number)
-      }
-      model[bucket] = slots
-      for candidate in candidates {
-        let numbers = model[ghosts.bucket(candidate), default: []]
-          .filter { $0.fingerprint == candidate }.map(\.number)
-        for window in [1, 7, 32] {
-          let expected = numbers.contains { number + 1 - $0 <= window }
-          #expect(ghosts.contains(candidate, within: window) == expected)
-        }
-      }
-    }
-    #expect(ghosts.rememberedCount > 0)
-    // Growing forgets, and at least doubles.
-    ghosts.ensureCapacity(40)
-    #expect(ghosts.capacity == 64)
-    #expect(candidates.allSatisfy { !ghosts.contains($0, within: ghosts.capacity) })
+  @Test func theSketchCountsUsesUpToFifteenAndHalvesEveryTenUsesPerEntry() {
+    var sketch = _FrequencySketch()
+    sketch.ensureCapacity(64)
+    #expect(sketch.wordCount == 64)
+    #expect(sketch.period == 640)
+    let keys: [Int] = (0..<8).map { $0 &* 0x9E37_79B9 }
+    for (index, key) in keys.enumerated() { sketch.increment(key, by: index) }
+    // Never below the true count (a count-min sketch); with 8 keys in 1 024 counters, exact.
+    #expect(keys.map(sketch.frequency) == Array(0..<8))
+    sketch.increment(keys[3], by: 40)
+    #expect(sketch.frequency(keys[3]) == 15)
+    #expect(sketch.frequency(12_345) == 0)
+    // 28 + 40 raises so far; the 640th halves every counter.
+    sketch.increment(keys[1], by: 640 - 68 - 1)
+    #expect(sketch.frequency(keys[7]) == 7)
+    sketch.increment(keys[0])
+    #expect(keys.map(sketch.frequency) == [0, 7, 1, 7, 2, 2, 3, 3])
+    #expect(sketch.additions == 320)
+    // Growing forgets, and only when the table is under half a word per entry.
+    sketch.ensureCapacity(100)
+    #expect(sketch.wordCount == 64)
+    sketch.ensureCapacity(200)
+    #expect(sketch.wordCount == 256)
+    #expect(sketch.frequency(keys[7]) == 0)
   }
 }

@@ -1,313 +1,411 @@
 import Synchronization
 
+/// One of the eviction order's three lists, oldest to newest, threaded through the order's
+/// links.
+@usableFromInline
+struct _OrderSegment: Sendable {
+  @usableFromInline var oldest = -1
+  @usableFromInline var newest = -1
+  @usableFromInline var count = 0
+
+  @inlinable init() {}
+}
+
 /// The eviction order, guarded by the write lock as part of ``_Policy``: which entry a limit
 /// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(slot:)`` one
-/// removed, ``nextVictim(in:protecting:costOnly:)``, ``noteEvicted(hash:cacheful:)``, and
+/// removed, ``nextVictim(in:protecting:costOnly:)``, ``endEvictions()`` at the end of each
+/// write's evictions, ``adapt(hits:misses:cacheful:)`` now and then, and
 /// ``moveEntry(from:to:)`` when the table moves an entry; a read records its use in the
 /// entry's recency word, without a lock.
 ///
-/// The order is **SIEVE with a 2-bit reference counter**: entries are kept in the order
-/// they came (a list threaded through the table's ring positions, oldest to newest), reads
-/// raise their entry's counter (to at most 3) without a lock, and the hand walks from the
-/// oldest entry towards the newest, lowering the counter of each entry it passes and evicting
-/// the first whose counter is 0; past the newest it starts again from the oldest. Entries it
-/// keeps stay where they are, so a new key, which starts at the newest end, is reached within
-/// one pass of the hand: a key used once leaves soon, while an entry read often survives up
-/// to three passes. Two records refine where a new key starts (see ``admit(_:count:limits:)``): a key the
-/// limits evicted recently came back too soon, and starts just behind the hand (a whole pass
-/// away); and when most new keys are keys evicted long ago (a loop over more keys than the
-/// store holds), new keys start at the hand, so that one position churns and the rest of the
-/// store stays put.
+/// The order is **W-TinyLFU with an adaptive window**, its lists kept CLOCK-style, since a
+/// read never takes a lock to move its entry:
+/// - A new entry starts in the **window**, a small list (1 % of the entries at first) that
+///   any new key enters: a burst of new keys that are used a few times then stops is served
+///   there.
+/// - The window's oldest entry, once the window is over its size, moves to **probation**, as a
+///   *candidate*. To make room, the candidate and probation's oldest entry (the *victim*) are
+///   compared by how often their keys were used lately (``_FrequencySketch``): the candidate
+///   stays only if its key was used more; the other is evicted. A key used once never pushes
+///   out one used often, and a loop over more keys than the store holds keeps most of the
+///   store, where recency alone would keep none of it.
+/// - An entry of probation read since it got there moves to **protected** (80 % of the
+///   entries outside the window) instead of being judged; protected's oldest entry, when
+///   protected is over its size, goes back to probation unless read since it was last looked
+///   at (then it goes to protected's newest end).
+/// - Reads raise their entry's 2-bit counter (to at most 3), without a lock; the writer adds a
+///   counter to the sketch when it looks at the entry, and clears it.
+/// - The window's size **adapts**: every ten cache-fuls of lookups, the hit ratio is
+///   compared with the previous period's, and the window grows or shrinks by a step in the
+///   direction that raised it (hill climbing, as Caffeine does): recency-heavy workloads get a
+///   large window, behaving like LRU, frequency-heavy ones a small one. The step starts at
+///   6.25 % of the entries, shrinks by 2 % per period, and starts again when the hit ratio
+///   moves by 5 points; a change under 0.1 point moves nothing.
 @usableFromInline
 struct _EvictionOrder: Sendable {
-  /// The hand: the ring position of the entry it looks at next, or -1 for the oldest.
-  @usableFromInline var hand = -1
-  /// The eviction order, per ring position: the next newer and the next older entry (-1:
-  /// none). Every entry is in it (but a new one waiting in `pendingAtHand`).
+  /// The lists of the order, per ring position: the next newer and the next older entry (-1:
+  /// none) within the entry's list.
   @usableFromInline var links = _OrderLinks()
-  @usableFromInline var newest = -1
-  @usableFromInline var oldest = -1
-  /// A new entry to place at the hand once its write's evictions are done, or -1.
-  @usableFromInline var pendingAtHand = -1
+  /// Per ring position, the list the entry is in: ``windowList``, ``probationList`` or
+  /// ``protectedList``.
+  @usableFromInline var lists = _ChunkedArray<UInt8>()
+  @usableFromInline var window = _OrderSegment()
+  @usableFromInline var probation = _OrderSegment()
+  @usableFromInline var protected = _OrderSegment()
+  /// The oldest candidate not yet judged (an entry moved from the window to probation by this
+  /// write), or -1; ``candidates`` of them, from it towards probation's newest.
+  @usableFromInline var candidate = -1
+  @usableFromInline var candidates = 0
   /// Whether entries are kept in the eviction order: from the first limit on. A store with
   /// only a time to live or a decider never evicts for a limit, and pays nothing for it.
   @usableFromInline var isOrdered = false
-  /// The keys the limits evicted most recently (see ``_GhostKeys``): the last cache-ful.
-  @usableFromInline var ghosts = _GhostKeys()
-  /// A sample of the keys the limits evicted (one in 16, by hash), over the last 16
-  /// cache-fuls of evictions: how a loop over more keys than the store holds is recognised.
-  @usableFromInline var sampledEvictions = _GhostKeys()
-  /// How often, lately, a new key of the sample was in `sampledEvictions`, in 65 536ths
-  /// (an exponential moving average over 128 such keys).
-  @usableFromInline var returnScore = 0
-  /// How often, lately, a returning key of the sample was evicted after the previous one that
-  /// returned, in 65 536ths (an exponential moving average over 32 such keys): keys that come
-  /// back in the order they left are a loop; keys that come back in any order are a working
-  /// set larger than the store, which starting new keys at the hand would only hurt.
-  @usableFromInline var orderScore = 0
-  /// The sample's insertion number of the last returning key.
-  @usableFromInline var lastReturned: UInt32 = 0
+  /// How often keys were used lately.
+  @usableFromInline var sketch = _FrequencySketch()
+  /// The window's share of the entries, in 65 536ths.
+  @usableFromInline var windowShare = 655
+  /// The hill climber: the next step (in 65 536ths, signed), the previous period's hit ratio,
+  /// the lookup counts where the period began, and the admissions since the period was last
+  /// looked at.
+  @usableFromInline var step = 4_096.0
+  @usableFromInline var previousHitRatio = 0.0
+  @usableFromInline var periodHits = 0
+  @usableFromInline var periodLookups = 0
+  @usableFromInline var admissionsSinceCheck = 0
 
   @usableFromInline init() {}
+
+  @inlinable static var windowList: UInt8 { 1 }
+  @inlinable static var probationList: UInt8 { 2 }
+  @inlinable static var protectedList: UInt8 { 3 }
+
+  /// The list `list`.
+  @inlinable
+  subscript(list list: UInt8) -> _OrderSegment {
+    @inline(__always) get {
+      list == Self.windowList ? window : list == Self.probationList ? probation : protected
+    }
+    @inline(__always) set {
+      switch list {
+      case Self.windowList: window = newValue
+      case Self.probationList: probation = newValue
+      default: protected = newValue
+      }
+    }
+  }
 
   /// Takes the entry at ring position `slot`, just removed, out of the order.
   @inlinable @inline(__always)
   mutating func untrack(slot: Int) {
-    if pendingAtHand == slot {
-      pendingAtHand = -1
-    } else if isOrdered {
-      unlink(slot)
-    }
+    guard isOrdered else { return }
+    if slot == candidate { passCandidate() }
+    unlink(slot)
   }
 
-  /// Forgets every entry (the store was emptied); the records of evicted keys stay.
+  /// Forgets every entry (the store was emptied); how often keys were used stays.
   @inlinable
   mutating func removeAll() {
-    hand = -1
     links = _OrderLinks()
-    newest = -1
-    oldest = -1
-    pendingAtHand = -1
+    lists = _ChunkedArray()
+    window = _OrderSegment()
+    probation = _OrderSegment()
+    protected = _OrderSegment()
+    candidate = -1
+    candidates = 0
   }
 
-  /// Notes that the limits evicted the key whose hash is `hash`, a cache-ful being `cacheful`
-  /// entries. O(1).
-  @inlinable
-  mutating func noteEvicted(hash: Int, cacheful: Int) {
-    // Room for a quarter more than a cache-ful: a store limited by cost varies in count.
-    let room = cacheful * 5 / 4
-    ghosts.ensureCapacity(room)
-    ghosts.insert(_GhostKeys.fingerprint(hash))
-    if Self.isSampled(hash) {
-      // Room for all of them, nearly: a loop is recognised only if most come back in time.
-      sampledEvictions.ensureCapacity(
-        Swift.max(16, room), slotsPerFourFingerprints: 12)
-      sampledEvictions.insert(_GhostKeys.fingerprint(hash))
-    }
-  }
-
-  /// Whether the key whose hash is `hash` is in the sample that recognises loops.
-  @inlinable @inline(__always)
-  static func isSampled(_ hash: Int) -> Bool { (hash >> 40) & 15 == 0 }
-
-  /// `returnScore` above which new keys start at the hand: 0.9.
-  @inlinable static var loopThreshold: Int { 58_982 }
-
-  /// `orderScore` above which returning keys are taken for a loop: 0.75.
-  @inlinable static var orderThreshold: Int { 49_152 }
-
-  /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it.
-  /// O(1).
-  ///
-  /// In a store without limits (any more), or for a key not seen lately, at the newest end. A
-  /// key the limits evicted within the last cache-ful of evictions came back too soon: just
-  /// behind the hand, a whole pass away. While most new keys of the sample were evicted within the
-  /// last 16 cache-fuls, and most of those came back in the order they left (a loop over more
-  /// keys than the store holds, which any order that keeps the newest would miss entirely; keys
-  /// that come back in any order are a working set larger than the store, which the rule would
-  /// freeze on keys it has left), new keys start at the hand instead, placed there
-  /// once the write's evictions are done (see ``placePendingEntry()``): the next eviction
-  /// takes the newest key unless it was read, and the rest of the store stays.
+  /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it:
+  /// at the window's newest end, its key's use counted. O(1) amortised.
   @inlinable @inline(__always)
   mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int, limits: _Limits) {
     guard isOrdered else { return }
     let position = node.slot
     ensureOrderCapacity(position)
-    guard limits.isLimited else { return linkNewest(position) }
+    link(position, newestOf: Self.windowList)
+    guard limits.isLimited else { return }
+    sketch.ensureCapacity(limits.cacheful(count: count))
     // Kept by every node written since the first limit, which this one is.
-    let hash = node.hash
-    // The store's entries before this one.
-    let window = limits.cacheful(count: count - 1)
-    if Self.isSampled(hash) {
-      let returned = sampledEvictions.insertionNumber(
-        of: _GhostKeys.fingerprint(hash), within: window)
-      returnScore += ((returned != nil ? 65_536 : 0) - returnScore) >> 7
-      if let returned {
-        let inOrder = Int32(bitPattern: returned &- lastReturned) > 0
-        lastReturned = returned
-        orderScore += ((inOrder ? 65_536 : 0) - orderScore) >> 5
-      }
-    }
-    if returnScore > Self.loopThreshold && orderScore > Self.orderThreshold && hand >= 0 {
-      placePendingEntry()
-      pendingAtHand = position
-      return
-    }
-    if hand >= 0 && ghosts.contains(_GhostKeys.fingerprint(hash), within: window) {
-      link(position, olderThan: hand)
-      return
-    }
-    linkNewest(position)
-  }
-
-  /// Places the entry waiting to start at the hand, if any: the hand looks at it next, then
-  /// goes on as it would have. O(1).
-  @inlinable @inline(__always)
-  mutating func placePendingEntry() {
-    let position = pendingAtHand
-    guard position >= 0 else { return }
-    pendingAtHand = -1
-    guard hand >= 0 else { return linkNewest(position) }
-    link(position, olderThan: hand)
-    hand = position
+    sketch.increment(node.hash)
+    admissionsSinceCheck &+= 1
   }
 
   /// Makes room for ring position `position` in the order's links.
   @inlinable @inline(__always)
   mutating func ensureOrderCapacity(_ position: Int) {
-    if position >= links.capacity { links.grow(toHold: position) }
+    if position >= links.capacity {
+      links.grow(toHold: position)
+      lists.append(0, upTo: links.capacity)
+    }
   }
 
-  /// Makes the entry at `newer` follow the one at `older` in the order; -1 for either end
-  /// (`newer` becomes the oldest, or `older` the newest).
+  /// Links the entry at `position` as the newest of `list`.
   @inlinable @inline(__always)
-  mutating func connect(_ older: Int, _ newer: Int) {
+  mutating func link(_ position: Int, newestOf list: UInt8) {
+    var segment = self[list: list]
+    lists[position] = list
+    links.setOlder(position, Int32(truncatingIfNeeded: segment.newest))
+    links.setNewer(position, -1)
+    if segment.newest >= 0 {
+      links.setNewer(segment.newest, Int32(truncatingIfNeeded: position))
+    } else {
+      segment.oldest = position
+    }
+    segment.newest = position
+    segment.count += 1
+    self[list: list] = segment
+  }
+
+  /// Takes the entry at `position` out of its list.
+  @inlinable @inline(__always)
+  mutating func unlink(_ position: Int) {
+    let list = lists[position]
+    var segment = self[list: list]
+    let older = Int(links.older(position))
+    let newer = Int(links.newer(position))
     if older >= 0 {
       links.setNewer(older, Int32(truncatingIfNeeded: newer))
     } else {
-      oldest = newer
+      segment.oldest = newer
     }
     if newer >= 0 {
       links.setOlder(newer, Int32(truncatingIfNeeded: older))
     } else {
-      newest = older
+      segment.newest = older
     }
+    segment.count -= 1
+    self[list: list] = segment
   }
 
-  /// Links the entry at `position` as the newest.
+  /// Moves the entry at `position` to the newest end of `list`.
   @inlinable @inline(__always)
-  mutating func linkNewest(_ position: Int) {
-    connect(newest, position)
-    connect(position, -1)
-  }
-
-  /// Links the entry at `position` just older than the entry at `other`.
-  @inlinable
-  mutating func link(_ position: Int, olderThan other: Int) {
-    connect(Int(links.older(other)), position)
-    connect(position, other)
-  }
-
-  /// Takes the entry at `position` out of the order; the hand, if there, moves to the next
-  /// newer entry.
-  @inlinable @inline(__always)
-  mutating func unlink(_ position: Int) {
-    let after = Int(links.newer(position))
-    if hand == position { hand = after }
-    connect(Int(links.older(position)), after)
+  mutating func move(_ position: Int, toNewestOf list: UInt8) {
+    unlink(position)
+    link(position, newestOf: list)
   }
 
   /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
   @inlinable
   mutating func moveEntry(from: Int, to: Int) {
     guard isOrdered else { return }
-    if pendingAtHand == from {
-      pendingAtHand = to
-      return
-    }
     ensureOrderCapacity(to)
-    let after = Int(links.newer(from))
-    connect(Int(links.older(from)), to)
-    connect(to, after)
-    if hand == from { hand = to }
+    let list = lists[from]
+    var segment = self[list: list]
+    let older = Int(links.older(from))
+    let newer = Int(links.newer(from))
+    lists[to] = list
+    links.setOlder(to, Int32(truncatingIfNeeded: older))
+    links.setNewer(to, Int32(truncatingIfNeeded: newer))
+    if older >= 0 {
+      links.setNewer(older, Int32(truncatingIfNeeded: to))
+    } else {
+      segment.oldest = to
+    }
+    if newer >= 0 {
+      links.setOlder(newer, Int32(truncatingIfNeeded: to))
+    } else {
+      segment.newest = to
+    }
+    self[list: list] = segment
+    if candidate == from { candidate = to }
   }
 
-  /// Puts every entry of `table` in the order, oldest first by ring position, and keeps the
-  /// order from now on: when the first limit is set. O(*n*).
+  /// Puts every entry of `table` in the order, in probation, oldest first by ring position,
+  /// and keeps the order from now on: when the first limit is set. O(*n*).
   @inlinable
   mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
     isOrdered = true
     for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
       ensureOrderCapacity(position)
-      linkNewest(position)
+      link(position, newestOf: Self.probationList)
     }
   }
 
-  /// The most entries the hand passes to find one victim: a bound on the work of one write,
-  /// whatever the counters (a store of counters at 3 would otherwise take three passes).
-  @inlinable static var maximumHandSteps: Int { 256 }
+  /// The most entries one call of ``nextVictim(in:protecting:costOnly:)`` moves or passes in
+  /// each list: a bound on the work of one write, whatever the counters.
+  @inlinable static var maximumSteps: Int { 256 }
 
-  /// The next entry the hand evicts, skipping the entry `protected` (the one being written,
-  /// named by its ring position, -1 for none) unless nothing else is left; the caller removes
-  /// it (which moves the hand past it).
+  /// Takes the counter of the entry `node`, adding it to its key's uses; returns it. Write lock
+  /// held; a read racing it may raise the counter again.
+  @inlinable @inline(__always)
+  mutating func takeCounter<Key, Value>(_ node: _Node<Key, Value>) -> UInt32 {
+    let word = node.recency.pointee.load(ordering: .relaxed)
+    let counter = word & 3
+    if counter != 0 {
+      node.recency.pointee.store(word & ~3, ordering: .relaxed)
+      sketch.increment(node.hash, by: Int(counter))
+    }
+    return counter
+  }
+
+  /// The estimated uses of the entry `node`: its key's in the sketch, and its counter's.
+  @inlinable @inline(__always)
+  func uses<Key, Value>(_ node: _Node<Key, Value>) -> Int {
+    sketch.frequency(node.hash) + Int(node.recency.pointee.load(ordering: .relaxed) & 3)
+  }
+
+  /// Passes the oldest candidate: it stays in probation, judged.
+  @inlinable @inline(__always)
+  mutating func passCandidate() {
+    candidates -= 1
+    candidate = candidates > 0 ? Int(links.newer(candidate)) : -1
+    if candidate < 0 { candidates = 0 }
+  }
+
+  /// Ends a write's evictions: candidates not judged stay in probation as they are. O(1).
+  @inlinable @inline(__always)
+  mutating func endEvictions() {
+    candidate = -1
+    candidates = 0
+  }
+
+  /// The next entry to evict, skipping the entry `protected` (the one being written, named by
+  /// its ring position, -1 for none) unless nothing else is left; the caller removes it.
   ///
-  /// The hand lowers each counter it passes and stops at the first entry whose counter is 0.
-  /// If it passes ``maximumHandSteps`` entries without finding one, it evicts the entry with
-  /// the lowest counter among them (the first such), so one eviction is O(1) at worst.
+  /// First the lists are brought to their sizes: protected's oldest entries go back to
+  /// probation (or, if read, to protected's newest end), and the window's oldest go to
+  /// probation as candidates (or, if read, to the window's newest end). Then probation's
+  /// oldest entry not read since it got there is the victim (those read move to protected);
+  /// if a candidate waits, the one of the two whose key was used less lately is evicted (the
+  /// victim on a tie). Each step is bounded by ``maximumSteps``, so one eviction is O(1).
   ///
   /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
-  /// are passed over without being counted or aged: they free no cost, so they are never
-  /// evicted for it. Finding a costed entry then takes O(*n*) at worst, when few entries
-  /// have a cost.
+  /// are passed over: they free no cost, so they are never evicted for it. Finding a costed
+  /// entry then takes O(*n*) at worst, when few entries have a cost.
   @inlinable
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protected: Int, costOnly: Bool = false
+    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costOnly: Bool = false
   ) -> _Node<Key, Value>? {
     let count = table.stagedCount
-    var position = hand >= 0 ? hand : oldest
-    guard count > 0, position >= 0 else { return nil }
-    var fallback: (node: _Node<Key, Value>, counter: UInt32)?
-    var steps = 0
-    var skipped = 0
-    // The loop appends to neither: their directories stay in locals.
+    guard count > 0 else { return nil }
     let ring = table.ringNodes
-    let links = self.links.words.fixed
-    // Entries of cost 0 (with `costOnly`) and the protected entry are skipped without
-    // counting; at most every entry is, so the loop ends.
-    while steps < Self.maximumHandSteps && skipped <= count {
+    func node(_ position: Int) -> _Node<Key, Value> {
       // Safe: every position in the order holds an entry.
-      let node = _Node<Key, Value>(bits: ring[position]).unsafelyUnwrapped
-      let newer = Int(Int32(truncatingIfNeeded: links[position]))
-      let next = newer >= 0 ? newer : oldest
-      if (costOnly && node.cost == 0) || position == protected {
-        if position == protected && count == 1 { return node }
-        skipped += 1
-        position = next
+      _Node<Key, Value>(bits: ring[position]).unsafelyUnwrapped
+    }
+    func isSkipped(_ position: Int) -> Bool {
+      position == protectedSlot || (costOnly && node(position).cost == 0)
+    }
+    let windowSize = Swift.max(1, Swift.min(count - 1, (count &* windowShare) &>> 16))
+    // Protected over its size: its oldest go back to probation, unless read.
+    let protectedSize = (count - windowSize) * 4 / 5
+    var steps = 0
+    while protected.count > protectedSize && steps < Self.maximumSteps {
+      steps += 1
+      let position = protected.oldest
+      let list = takeCounter(node(position)) > 0 ? Self.protectedList : Self.probationList
+      move(position, toNewestOf: list)
+    }
+    // The window over its size: its oldest go to probation as candidates, unless read.
+    steps = 0
+    while window.count > windowSize && steps < Self.maximumSteps {
+      steps += 1
+      let position = window.oldest
+      if takeCounter(node(position)) > 0 || position == protectedSlot {
+        move(position, toNewestOf: Self.windowList)
         continue
       }
-      steps += 1
-      let word = node.recency.pointee.load(ordering: .relaxed)
-      let counter = word & 3
-      if counter == 0 {
-        hand = position
-        return node
-      }
-      node.recency.pointee.store(word - 1, ordering: .relaxed)
-      if fallback.map({ counter < $0.counter }) ?? true { fallback = (node, counter) }
-      position = next
+      move(position, toNewestOf: Self.probationList)
+      if candidates == 0 { candidate = position }
+      candidates += 1
     }
-    hand = position
-    return fallback?.node
+    // The victim: probation's oldest not read since it got there.
+    steps = 0
+    var victim = probation.oldest
+    while victim >= 0 && steps < Self.maximumSteps {
+      if isSkipped(victim) {
+        victim = Int(links.newer(victim))
+        continue
+      }
+      guard takeCounter(node(victim)) > 0 else { break }
+      steps += 1
+      let newer = Int(links.newer(victim))
+      if victim == candidate { passCandidate() }
+      move(victim, toNewestOf: Self.protectedList)
+      victim = newer
+    }
+    // A candidate against the victim.
+    while candidates > 0 && (candidate == victim || isSkipped(candidate)) {
+      if candidate == victim {
+        passCandidate()
+        return node(victim)
+      }
+      passCandidate()
+    }
+    if candidates > 0 && victim >= 0 {
+      let contender = candidate
+      passCandidate()
+      return uses(node(contender)) > uses(node(victim)) ? node(victim) : node(contender)
+    }
+    if victim >= 0 { return node(victim) }
+    // Probation has nothing to evict: protected's oldest, then the window's.
+    var position = protected.oldest
+    while position >= 0 && isSkipped(position) { position = Int(links.newer(position)) }
+    if position < 0 { position = window.oldest }
+    while position >= 0 && isSkipped(position) { position = Int(links.newer(position)) }
+    if position >= 0 { return node(position) }
+    // Only the protected entry is left (or only entries of cost 0).
+    return count == 1 && protectedSlot >= 0 ? node(protectedSlot) : nil
   }
 
-  /// The first of its invariants that does not hold in `table`, or `nil`: every entry once,
-  /// oldest to newest, each link matched, the hand on an entry, no entry waiting; no order
-  /// kept before the first limit. Write lock held.
+  /// Whether the hill climber should look at the lookup counts: every 64 admissions.
+  @inlinable @inline(__always)
+  var isAdaptationDue: Bool { admissionsSinceCheck >= 64 }
+
+  /// Moves the window's size by one step of the hill climber, once ten cache-fuls of lookups
+  /// (`hits` and `misses` count every lookup of the store since it was made) have passed
+  /// since the last move. O(1).
+  @inlinable
+  mutating func adapt(hits: Int, misses: Int, cacheful: Int) {
+    admissionsSinceCheck = 0
+    let lookups = hits &+ misses
+    let periodLength = lookups &- periodLookups
+    guard periodLength >= 10 * Swift.max(cacheful, 1) else { return }
+    let hitRatio = Double(hits &- periodHits) / Double(periodLength)
+    periodHits = hits
+    periodLookups = lookups
+    let change = hitRatio - previousHitRatio
+    previousHitRatio = hitRatio
+    guard abs(change) >= 0.001 else { return }
+    let amount = change >= 0 ? step : -step
+    step = abs(change) >= 0.05 ? (amount >= 0 ? 4_096 : -4_096) : 0.98 * amount
+    windowShare = Swift.min(Swift.max(windowShare + Int(amount.rounded()), 0), 65_535)
+  }
+
+  /// The first of its invariants that does not hold in `table`, or `nil`: every entry in one
+  /// list once, oldest to newest, each link matched and each count right; no candidate left
+  /// after a write; no order kept before the first limit. Write lock held.
   func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
-    if pendingAtHand >= 0 { return "an entry waits to be placed at the hand" }
-    if !isOrdered { return oldest < 0 && newest < 0 ? nil : "an order kept without a limit" }
+    if candidates != 0 || candidate >= 0 { return "a candidate is left after a write" }
+    if !isOrdered {
+      return window.count + probation.count + protected.count == 0
+        ? nil : "an order kept without a limit"
+    }
     var entries = 0
     for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
       entries += 1
     }
     var ordered = 0
-    var position = oldest
-    var previous = -1
-    var handSeen = hand < 0
-    while position >= 0 {
-      guard ordered < entries, table.ringNode(at: position) != nil,
-        Int(links.older(position)) == previous
-      else { return "the eviction order is broken at ring position \(position)" }
-      if position == hand { handSeen = true }
-      ordered += 1
-      previous = position
-      position = Int(links.newer(position))
+    for list in [Self.windowList, Self.probationList, Self.protectedList] {
+      let segment = self[list: list]
+      var inList = 0
+      var position = segment.oldest
+      var previous = -1
+      while position >= 0 {
+        guard inList < entries, table.ringNode(at: position) != nil, lists[position] == list,
+          Int(links.older(position)) == previous
+        else { return "the eviction order is broken at ring position \(position)" }
+        inList += 1
+        previous = position
+        position = Int(links.newer(position))
+      }
+      if previous != segment.newest { return "list \(list) does not end at its newest" }
+      if inList != segment.count {
+        return "list \(list) has \(inList) entries, counts \(segment.count)"
+      }
+      ordered += inList
     }
-    if previous != newest { return "the eviction order does not end at its newest" }
     if ordered != entries {
       return "the eviction order has \(ordered) entries, the ring \(entries)"
     }
-    if !handSeen { return "the hand is not on an entry" }
     return nil
   }
 }

@@ -26,13 +26,12 @@ extension MemoryStore {
   /// trimming holds the write lock for one chunk of evictions at a time.
   public func handleMemoryPressure(_ level: MemoryPressureLevel) {
     if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
-    // The record of evicted keys is memory the store can do without: it goes first, freed
-    // after the lock is released.
+    // How often keys were used is memory the store can do without (it is made again, empty,
+    // at the next admission): it goes first, freed after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
-      let records = (state.policy.order.ghosts, state.policy.order.sampledEvictions)
-      if records.0.capacity > 0 { state.policy.order.ghosts = _GhostKeys() }
-      if records.1.capacity > 0 { state.policy.order.sampledEvictions = _GhostKeys() }
-      return (state.policy.memoryPressure, records)
+      let sketch = state.policy.order.sketch
+      if sketch.wordCount > 0 { state.policy.order.sketch = _FrequencySketch() }
+      return (state.policy.memoryPressure, sketch)
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction

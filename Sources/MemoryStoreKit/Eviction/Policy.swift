@@ -61,24 +61,17 @@ struct _Policy: Sendable {
     expiry.removeAll()
   }
 
-  /// Notes that the limits evicted the key whose hash is `hash` from a store now of `count`
-  /// entries. O(1).
-  @inlinable
-  mutating func noteEvicted(hash: Int, count: Int) {
-    order.noteEvicted(hash: hash, cacheful: limits.cacheful(count: count))
-  }
-
   /// Whether the table's ring has holes enough to fill some (see ``fillRingHoles(_:)``). O(1).
   @inlinable @inline(__always)
   func hasRingHolesToFill<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
     purgesRunning == 0 && table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
   }
 
-  /// Whether a write's end has anything to do besides evicting for the limits: an entry
-  /// waiting to be placed at the hand, or ring holes to fill. O(1).
+  /// Whether a write's end has anything to do: evicting for the limits, or ring holes to
+  /// fill. O(1).
   @inlinable @inline(__always)
   func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
-    limits.isLimited || order.pendingAtHand >= 0 || hasRingHolesToFill(table)
+    limits.isLimited || hasRingHolesToFill(table)
   }
 
   /// Fills up to four holes of the table's ring with its last entries once there are more

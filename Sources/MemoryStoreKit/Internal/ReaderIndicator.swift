@@ -58,6 +58,7 @@ struct _ReaderIndicator {
 
   /// The sum of counter `index` over every stripe; each stripe is read atomically, the sum is
   /// not a snapshot.
+  @usableFromInline
   func total(ofCounter index: Int) -> Int {
     var sum = 0
     for stripe in 0...(_stripeMask) {

@@ -176,17 +176,23 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       let evictionReason = limits.reason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
       removeEntry(at: victim.slot, reason: .evicted(evictionReason), in: store)
-      // Only what the limits evict is remembered: a memory-pressure trim forgets instead. The
-      // victim's node stays readable until the lock is released.
-      if limits.reason == nil {
-        policy.noteEvicted(hash: victim.hash, count: table.stagedCount)
-      }
       policy.evictions[evictionReason] += 1
       evictions += 1
     }
     if expiredCount > 0 { policy.evictions[.expired] += UInt64(expiredCount) }
-    policy.order.placePendingEntry()
+    policy.order.endEvictions()
+    if policy.order.isAdaptationDue { adaptEvictionOrder(in: store) }
     policy.fillRingHoles(table)
+  }
+
+  /// Lets the eviction order's hill climber look at the store's lookup counts (see
+  /// ``_EvictionOrder/adapt(hits:misses:cacheful:)``): every 64 admissions, out of line.
+  @inlinable @inline(never)
+  mutating func adaptEvictionOrder(in store: MemoryStore<Key, Value>) {
+    policy.order.adapt(
+      hits: store._readers.total(ofCounter: _ReaderIndicator.hitCounter),
+      misses: store._readers.total(ofCounter: _ReaderIndicator.missCounter),
+      cacheful: policy.limits.cacheful(count: store._table.stagedCount))
   }
 
   /// Commits the write: publishes what it staged and completes ``effects``, what is left to do
