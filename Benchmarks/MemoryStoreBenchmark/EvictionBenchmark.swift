@@ -1,4 +1,4 @@
-// The eviction section: the hit rate of MemoryStore's count limit (SIEVE order) against a
+// The eviction section: the hit rate of MemoryStore's count limit (W-TinyLFU order) against a
 // strict LRU cache and Belady's MIN on the same traces (see HitRateTraces.swift), and how long a
 // purge of 1 000 000 entries, and a memory-pressure trim of as many, make a concurrent writer and
 // reader wait.
@@ -130,7 +130,7 @@ func hitRateRow(
 
 func printHitRates(plan: EvictionPlan) {
   let traces = hitRateTraces(length: plan.traceLength, keySpace: plan.keySpace)
-  print("## Hit rate: count limit (SIEVE order) against strict LRU and Belady's MIN")
+  print("## Hit rate: count limit (W-TinyLFU order) against strict LRU and Belady's MIN")
   print("")
   print(
     "Single thread; a miss inserts the key. Capacities are 1 % and 10 % of the \(plan.keySpace) "

@@ -41,7 +41,7 @@ let recent = MemoryStore<String, Int>(name: "recent", scheduler: clock)
 recent.countLimit = 4
 for (rank, symbol) in ["AAPL", "MSFT", "NVDA", "AMZN"].enumerated() { recent[symbol] = rank }
 let recentBatches = watch(recent)
-// SIEVE order: the hand evicts the oldest entry not read since it last passed.
+// W-TinyLFU order: a new key stays only if used more often than the entry it would push out.
 for _ in 0..<2 { _ = (recent["AAPL"], recent["NVDA"]) }  // reads raise counters, lock-free
 recent["TSLA"] = 4
 recent["META"] = 5

@@ -4,7 +4,7 @@
 Reads a directory written by `MemoryStoreBenchmark --export-traces DIR` (one key per line per
 trace, and a manifest.tsv with each trace's two capacities) and prints a Markdown table: per
 trace and capacity, the hit ratio (%) of LRU, ARC, S3-FIFO, SIEVE, W-TinyLFU, LIRS and Belady,
-and the best of ARC, S3-FIFO, SIEVE, W-TinyLFU and LIRS (the next policy's yardstick).
+and the best of ARC, S3-FIFO, SIEVE, W-TinyLFU and LIRS (the count limit's yardstick).
 
 Every trace is first converted to libCacheSim's oracleGeneral binary format (24-byte records:
 timestamp u32, object id u64, size u32, next access i64) so that Belady knows each request's next

@@ -62,9 +62,10 @@ import Synchronization
 /// A store can remove entries on its own: an eviction decider run by
 /// ``purgeEvictableItems(trigger:)``, every ``evictionInterval`` and on
 /// ``handleMemoryPressure(_:)``; a ``countLimit`` and a ``costLimit`` enforced by every write,
-/// in SIEVE order (the oldest entry not read since the hand last passed); and a time to live
-/// per entry (``defaultTimeToLive``, ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change
-/// batches with their ``ChangeReason``, and ``statistics`` counts them:
+/// in W-TinyLFU order (a new key stays only if used more often than the entry it would push
+/// out); and a time to live per entry (``defaultTimeToLive``,
+/// ``setValue(_:forKey:cost:timeToLive:)``). Removals appear in change batches with their
+/// ``ChangeReason``, and ``statistics`` counts them:
 ///
 /// ```swift
 /// let sessions = MemoryStore<String, Session>(name: "sessions")

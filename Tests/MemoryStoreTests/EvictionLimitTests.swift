@@ -124,7 +124,7 @@ extension StoreContractTests {
       for key in 0..<1_000 { store[key] = key }  // cost 0
       for key in 1_000..<1_100 { store.setValue(key, forKey: key, cost: 3) }
       // Every costed write after the third went over the limit and evicted a costed entry,
-      // however many free entries the hand passed.
+      // however many free entries the order passed over.
       #expect((0..<1_000).allSatisfy { store[$0] == $0 })
       #expect(store.statistics.totalCost <= 10)
       #expect(store.count == 1_003)

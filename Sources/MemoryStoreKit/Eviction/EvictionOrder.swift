@@ -265,7 +265,7 @@ struct _EvictionOrder: Sendable {
   /// probation as candidates (or, if read, to the window's newest end). Then probation's
   /// oldest entry not read since it got there is the victim (those read move to protected);
   /// if a candidate waits, the one of the two whose key was used less lately is evicted (the
-  /// victim on a tie). Each step is bounded by ``maximumSteps``, so one eviction is O(1).
+  /// candidate on a tie). Each step is bounded by ``maximumSteps``, so one eviction is O(1).
   ///
   /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
   /// are passed over: they free no cost, so they are never evicted for it. Finding a costed

@@ -15,8 +15,8 @@ struct _Limits: Sendable {
   @inlinable
   var isLimited: Bool { countLimit | costLimit != 0 }
 
-  /// A cache-ful, in entries, for a store of `count` entries: what the records of evicted
-  /// keys measure their memory in.
+  /// A cache-ful, in entries, for a store of `count` entries: what the eviction order's
+  /// sketch is sized for and its hill climber's period measured in.
   @inlinable @inline(__always)
   func cacheful(count: Int) -> Int { Swift.max(countLimit, count) }
 

@@ -11,19 +11,19 @@ extension MemoryStore {
   /// ```
   ///
   /// Enforced strictly: when a write returns, the store is within the limit. The write that
-  /// goes over it evicts the entry the eviction order picks — SIEVE's: the oldest entry not
-  /// read since the hand last passed it; an entry read often survives up to three passes of
-  /// the hand (see <doc:Eviction>) — never the entry being written, unless it is the only one
-  /// left.
-  /// Each entry has a counter of its own. Lowering the limit evicts at once, in chunks.
+  /// goes over it evicts the entry the eviction order picks — W-TinyLFU's, with an adaptive
+  /// window: a new key stays only if its key was used more often lately than the entry it
+  /// would push out (see <doc:Eviction>) — never the entry being written, unless it is the
+  /// only one left.
+  /// Each entry has a read counter of its own. Lowering the limit evicts at once, in chunks.
   /// Evictions appear in change batches with reason ``ChangeReason/evictedByCountLimit``.
   ///
   /// Setting a limit makes entries carry their metadata in their nodes (16 bytes each, more
   /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
   /// atomic load per hit, and a store only when the entry's counter changes); the eviction
-  /// order takes 8 bytes per entry. Once it evicts, the limit remembers the keys it evicted
-  /// last (about 43 bytes per entry of the limit). Setting the first limit on a large store is
-  /// O(*n*). Thread-safe.
+  /// order takes 8 bytes per entry, plus 1 byte for the entry's list, and its sketch of how
+  /// often keys were used 8 bytes per entry of the limit. Setting the first limit on a large
+  /// store is O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writer.withLock { $0.policy.limits.countLimit }.nonZero }
     set { _setLimit(\.limits.countLimit, to: newValue) }

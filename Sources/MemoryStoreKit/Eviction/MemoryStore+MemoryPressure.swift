@@ -8,8 +8,8 @@ extension MemoryStore {
   }
 
   /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
-  /// count limit's record of recently evicted keys (up to 12 bytes per entry of the limit,
-  /// rebuilt by later evictions) and trims a store with limits, in eviction order, to the
+  /// limits' sketch of how often keys were used (8 bytes per entry of the limit, made again,
+  /// empty, by the next insertion) and trims a store with limits, in eviction order, to the
   /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
   /// also empties a store without limits if the policy says so.
   ///

@@ -76,7 +76,7 @@ struct _Policy: Sendable {
 
   /// Fills up to four holes of the table's ring with its last entries once there are more
   /// than a sixteenth of the ring (and 16), unless a purge walks it (positions must then stay
-  /// put); keeps the eviction order, the hand and the expiry heap's positions in step. O(1).
+  /// put); keeps the eviction order's lists and the expiry heap's positions in step. O(1).
   @inlinable @inline(__always)
   mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
     // A few holes are left for the next insertions to take (an evicting write leaves one for
