@@ -82,6 +82,8 @@ extension StoreContractTests {
       store.countLimit = 100
       for key in 0..<100 { store[key] = key }
       store[1_000] = 1_000
+      // Two uses: the write that brought a key in does not count against keys written once.
+      #expect(store.touch(1_000))
       #expect(store.touch(1_000))
       for key in 2_000..<2_020 { store[key] = key }
       #expect(store.contains(1_000))

@@ -26,7 +26,9 @@ struct _OrderSegment: Sendable {
 /// - The window's oldest entry, once the window is over its size, moves to **probation**, as a
 ///   *candidate*. To make room, the candidate and probation's oldest entry (the *victim*) are
 ///   compared by how often their keys were used lately (``_FrequencySketch``): the candidate
-///   stays only if its key was used more; the other is evicted. A key used once never pushes
+///   stays only if its key was used more, not counting the write that brought it in (which
+///   the victim's count has had time to lose), or if the victim's key has no use left; the
+///   other is evicted. A key used once never pushes
 ///   out one used often, and a loop over more keys than the store holds keeps most of the
 ///   store, where recency alone would keep none of it.
 /// - An entry of probation read since it got there moves to **protected** (80 % of the
@@ -264,8 +266,8 @@ struct _EvictionOrder: Sendable {
   /// probation (or, if read, to protected's newest end), and the window's oldest go to
   /// probation as candidates (or, if read, to the window's newest end). Then probation's
   /// oldest entry not read since it got there is the victim (those read move to protected);
-  /// if a candidate waits, the one of the two whose key was used less lately is evicted (the
-  /// candidate on a tie). Each step is bounded by ``maximumSteps``, so one eviction is O(1).
+  /// if a candidate waits, it is evicted unless its key was used more lately than the victim's,
+  /// not counting the write that brought it in. Each step is bounded by ``maximumSteps``, so one eviction is O(1).
   ///
   /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
   /// are passed over: they free no cost, so they are never evicted for it. Finding a costed
@@ -333,7 +335,11 @@ struct _EvictionOrder: Sendable {
     if candidates > 0 && victim >= 0 {
       let contender = candidate
       passCandidate()
-      return uses(node(contender)) > uses(node(victim)) ? node(victim) : node(contender)
+      // The write that brought the candidate in is not counted: the victim's has had time to be
+      // forgotten. A victim with no use left gives way to any candidate.
+      let victimUses = uses(node(victim))
+      let admitted = uses(node(contender)) - 1 > victimUses || victimUses == 0
+      return admitted ? node(victim) : node(contender)
     }
     if victim >= 0 { return node(victim) }
     // Probation has nothing to evict: protected's oldest, then the window's.

@@ -480,10 +480,10 @@ enum _Recency {
     return time | (counter == 3 ? 3 : counter + 1)
   }
 
-  /// The word a rewrite of the entry starts with: a rewrite is a use, so the counter is at
-  /// least 1; the last read time is kept.
+  /// The word a rewrite of the entry starts with: a rewrite is a use, so the counter is
+  /// raised, to at most 3; the last read time is kept.
   @inlinable @inline(__always)
   static func rewritten(_ word: UInt32) -> UInt32 {
-    word & 3 == 0 ? word | 1 : word
+    word & 3 == 3 ? word : word + 1
   }
 }
