@@ -79,6 +79,9 @@ struct _EvictionOrder: Sendable {
   @inlinable static var windowList: UInt8 { 1 }
   @inlinable static var probationList: UInt8 { 2 }
   @inlinable static var protectedList: UInt8 { 3 }
+  /// The bit of a list tag that marks an entry admitted before the sketch was made: its write
+  /// is a use not counted yet.
+  @inlinable static var uncountedWrite: UInt8 { 0x80 }
 
   /// The list `list`.
   @inlinable
@@ -116,7 +119,7 @@ struct _EvictionOrder: Sendable {
   }
 
   /// Places `node`, an entry just inserted, in the eviction order, if entries are kept in it:
-  /// at the window's newest end, its key's use counted. O(1) amortised.
+  /// at the window's newest end, its key's use counted. O(1).
   @inlinable @inline(__always)
   mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int, limits: _Limits) {
     guard isOrdered else { return }
@@ -124,9 +127,14 @@ struct _EvictionOrder: Sendable {
     ensureOrderCapacity(position)
     link(position, newestOf: Self.windowList)
     guard limits.isLimited else { return }
-    sketch.ensureCapacity(limits.cacheful(count: count))
-    // Kept by every node written since the first limit, which this one is.
-    sketch.increment(node.hash)
+    if sketch.words != nil {
+      // Kept by every node written since the first limit, which this one is.
+      sketch.increment(node.hash)
+    } else {
+      // Before the first eviction there is no sketch: the use waits in the entry's list tag
+      // (``uncountedWrite``), added to the sketch when the writer first looks at the entry.
+      lists[position] = Self.windowList | Self.uncountedWrite
+    }
     admissionsSinceCheck &+= 1
   }
 
@@ -159,7 +167,7 @@ struct _EvictionOrder: Sendable {
   /// Takes the entry at `position` out of its list.
   @inlinable @inline(__always)
   mutating func unlink(_ position: Int) {
-    let list = lists[position]
+    let list = lists[position] & ~Self.uncountedWrite
     var segment = self[list: list]
     let older = Int(links.older(position))
     let newer = Int(links.newer(position))
@@ -189,11 +197,12 @@ struct _EvictionOrder: Sendable {
   mutating func moveEntry(from: Int, to: Int) {
     guard isOrdered else { return }
     ensureOrderCapacity(to)
-    let list = lists[from]
+    let tag = lists[from]
+    let list = tag & ~Self.uncountedWrite
     var segment = self[list: list]
     let older = Int(links.older(from))
     let newer = Int(links.newer(from))
-    lists[to] = list
+    lists[to] = tag
     links.setOlder(to, Int32(truncatingIfNeeded: older))
     links.setNewer(to, Int32(truncatingIfNeeded: newer))
     if older >= 0 {
@@ -225,23 +234,29 @@ struct _EvictionOrder: Sendable {
   /// each list: a bound on the work of one write, whatever the counters.
   @inlinable static var maximumSteps: Int { 256 }
 
-  /// Takes the counter of the entry `node`, adding it to its key's uses; returns it. Write lock
-  /// held; a read racing it may raise the counter again.
+  /// Takes the counter of the entry `node` at `position`, adding it (and a write not counted
+  /// yet) to its key's uses; returns the counter: how often it was read since last looked at.
+  /// Write lock held; a read racing it may raise the counter again.
   @inlinable @inline(__always)
-  mutating func takeCounter<Key, Value>(_ node: _Node<Key, Value>) -> UInt32 {
+  mutating func takeCounter<Key, Value>(_ node: _Node<Key, Value>, at position: Int) -> UInt32 {
     let word = node.recency.pointee.load(ordering: .relaxed)
     let counter = word & 3
-    if counter != 0 {
-      node.recency.pointee.store(word & ~3, ordering: .relaxed)
-      sketch.increment(node.hash, by: Int(counter))
+    let tag = lists[position]
+    let uncounted = tag >= Self.uncountedWrite && sketch.words != nil ? 1 : 0
+    if uncounted != 0 { lists[position] = tag & ~Self.uncountedWrite }
+    if counter != 0 { node.recency.pointee.store(word & ~3, ordering: .relaxed) }
+    if counter != 0 || uncounted != 0 {
+      sketch.increment(node.hash, by: Int(counter) + uncounted)
     }
     return counter
   }
 
-  /// The estimated uses of the entry `node`: its key's in the sketch, and its counter's.
+  /// The estimated uses of the entry `node` at `position`: its key's in the sketch, its
+  /// counter's, and a write not counted yet.
   @inlinable @inline(__always)
-  func uses<Key, Value>(_ node: _Node<Key, Value>) -> Int {
+  func uses<Key, Value>(_ node: _Node<Key, Value>, at position: Int) -> Int {
     sketch.frequency(node.hash) + Int(node.recency.pointee.load(ordering: .relaxed) & 3)
+      + Int(lists[position] >> 7)
   }
 
   /// Passes the oldest candidate: it stays in probation, judged.
@@ -293,7 +308,8 @@ struct _EvictionOrder: Sendable {
     while protected.count > protectedSize && steps < Self.maximumSteps {
       steps += 1
       let position = protected.oldest
-      let list = takeCounter(node(position)) > 0 ? Self.protectedList : Self.probationList
+      let list =
+        takeCounter(node(position), at: position) > 0 ? Self.protectedList : Self.probationList
       move(position, toNewestOf: list)
     }
     // The window over its size: its oldest go to probation as candidates, unless read.
@@ -301,7 +317,7 @@ struct _EvictionOrder: Sendable {
     while window.count > windowSize && steps < Self.maximumSteps {
       steps += 1
       let position = window.oldest
-      if takeCounter(node(position)) > 0 || position == protectedSlot {
+      if takeCounter(node(position), at: position) > 0 || position == protectedSlot {
         move(position, toNewestOf: Self.windowList)
         continue
       }
@@ -317,7 +333,7 @@ struct _EvictionOrder: Sendable {
         victim = Int(links.newer(victim))
         continue
       }
-      guard takeCounter(node(victim)) > 0 else { break }
+      guard takeCounter(node(victim), at: victim) > 0 else { break }
       steps += 1
       let newer = Int(links.newer(victim))
       if victim == candidate { passCandidate() }
@@ -337,8 +353,8 @@ struct _EvictionOrder: Sendable {
       passCandidate()
       // The write that brought the candidate in is not counted: the victim's has had time to be
       // forgotten. A victim with no use left gives way to any candidate.
-      let victimUses = uses(node(victim))
-      let admitted = uses(node(contender)) - 1 > victimUses || victimUses == 0
+      let victimUses = uses(node(victim), at: victim)
+      let admitted = uses(node(contender), at: contender) - 1 > victimUses || victimUses == 0
       return admitted ? node(victim) : node(contender)
     }
     if victim >= 0 { return node(victim) }
@@ -396,7 +412,8 @@ struct _EvictionOrder: Sendable {
       var position = segment.oldest
       var previous = -1
       while position >= 0 {
-        guard inList < entries, table.ringNode(at: position) != nil, lists[position] == list,
+        guard inList < entries, table.ringNode(at: position) != nil,
+          lists[position] & ~Self.uncountedWrite == list,
           Int(links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }
         inList += 1

@@ -6,8 +6,9 @@
 /// old popularity, and a key popular once gives way to one popular now.
 ///
 /// Memory: one 64-bit word (16 counters) per entry of the store, rounded up to a power of two,
-/// allocated zeroed (`calloc`) at the first admission of a limited store, so that making room
-/// costs no write to all of it under the write lock. The memory belongs to a ``_ZeroedWords``;
+/// allocated zeroed (`calloc`) at the first eviction of the limits, so that a store within its
+/// limits pays nothing for it and making room costs no write to all of it under the write
+/// lock. The memory belongs to a ``_ZeroedWords``;
 /// the sketch keeps its address, so that using it costs no reference counting.
 @usableFromInline
 struct _FrequencySketch: @unchecked Sendable {

@@ -9,7 +9,7 @@ extension MemoryStore {
 
   /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
   /// limits' sketch of how often keys were used (8 bytes per entry of the limit, made again,
-  /// empty, by the next insertion) and trims a store with limits, in eviction order, to the
+  /// empty, by the next eviction of the limits) and trims a store with limits, in eviction order, to the
   /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
   /// also empties a store without limits if the policy says so.
   ///
@@ -27,7 +27,7 @@ extension MemoryStore {
   public func handleMemoryPressure(_ level: MemoryPressureLevel) {
     if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
     // How often keys were used is memory the store can do without (it is made again, empty,
-    // at the next admission): it goes first, freed after the lock is released.
+    // at the next eviction of the limits): it goes first, freed after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
       let sketch = state.policy.order.sketch
       if sketch.wordCount > 0 { state.policy.order.sketch = _FrequencySketch() }

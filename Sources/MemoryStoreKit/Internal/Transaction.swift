@@ -169,10 +169,17 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       protected = -1
     }
     while evictions < limits.maximumEvictions,
-      let over = policy.limits.isOver(count: table.stagedCount, fraction: limits.fraction),
-      let victim = policy.order.nextVictim(
-        in: table, protecting: protected, costOnly: over == .costLimit)
+      let over = policy.limits.isOver(count: table.stagedCount, fraction: limits.fraction)
     {
+      // The sketch of uses is made at the first eviction of the limits (a store within its
+      // limits, or trimmed under memory pressure, does without it), sized to the store then.
+      if limits.reason == nil {
+        policy.order.sketch.ensureCapacity(policy.limits.cacheful(count: table.stagedCount))
+      }
+      guard
+        let victim = policy.order.nextVictim(
+          in: table, protecting: protected, costOnly: over == .costLimit)
+      else { break }
       let evictionReason = limits.reason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
       removeEntry(at: victim.slot, reason: .evicted(evictionReason), in: store)
