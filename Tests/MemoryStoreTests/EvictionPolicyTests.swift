@@ -5,6 +5,25 @@ import Testing
 /// The eviction policy's rules on small traces with known answers: admission by frequency,
 /// promotion to protected, the window's adaptation, loops, and the frequency sketch.
 @Suite("Eviction: policy rules") struct EvictionPolicyTests {
+  /// Replays `accesses` keys that `key` draws (a miss writes the key, as a cache does) and
+  /// returns how many of the second half's accesses hit.
+  private func secondHalfHits(
+    _ store: MemoryStore<Int, Int>, accesses: Int, seed: UInt64,
+    _ key: (Int, inout SplitMix64) -> Int
+  ) -> Int {
+    var random = SplitMix64(seed: seed)
+    var hits = 0
+    for step in 0..<accesses {
+      let key = key(step, &random)
+      if store[key] != nil {
+        if step >= accesses / 2 { hits += 1 }
+      } else {
+        store[key] = key
+      }
+    }
+    return hits
+  }
+
   @Test func aKeyUsedOnceNeverPushesOutKeysUsedOften() {
     // Admission: a new key leaves the window as a candidate, and stays only if its key was
     // used more lately than probation's oldest entry. Strict LRU would keep none of the
@@ -66,17 +85,8 @@ import Testing
     func run(_ key: (Int, inout SplitMix64) -> Int) -> (hitRatio: Double, windowShare: Int) {
       let store = MemoryStore<Int, Int>()
       store.countLimit = 100
-      var random = SplitMix64(seed: 3)
-      var hits = 0
       let accesses = 100_000
-      for step in 0..<accesses {
-        let key = key(step, &random)
-        if store[key] != nil {
-          if step >= accesses / 2 { hits += 1 }
-        } else {
-          store[key] = key
-        }
-      }
+      let hits = secondHalfHits(store, accesses: accesses, seed: 3, key)
       #expect(store._policyMismatch() == nil)
       return (Double(hits) / Double(accesses / 2), store._evictionOrderState.windowShare)
     }
@@ -123,16 +133,9 @@ import Testing
     // would lose the keys the set moves to.
     let store = MemoryStore<Int, Int>()
     store.countLimit = 1_000
-    var random = SplitMix64(seed: 7)
-    var hits = 0
     let accesses = 200_000
-    for step in 0..<accesses {
-      let key = step / 100 + random.below(1_200)
-      if store[key] != nil {
-        if step >= accesses / 2 { hits += 1 }
-      } else {
-        store[key] = key
-      }
+    let hits = secondHalfHits(store, accesses: accesses, seed: 7) { step, random in
+      step / 100 + random.below(1_200)
     }
     // The store hits about 82 % of the second half's accesses; frozen, 18 %.
     #expect(hits > accesses / 2 * 70 / 100, "\(hits) hits in the second half")

@@ -147,30 +147,10 @@ struct _EvictionOrder: Sendable {
     }
   }
 
-  /// Links the entry at `position` as the newest of `list`.
+  /// Makes the entry at `newer` follow the one at `older` in `segment`; -1 for either end
+  /// (`newer` becomes the oldest, or `older` the newest).
   @inlinable @inline(__always)
-  mutating func link(_ position: Int, newestOf list: UInt8) {
-    var segment = self[list: list]
-    lists[position] = list
-    links.setOlder(position, Int32(truncatingIfNeeded: segment.newest))
-    links.setNewer(position, -1)
-    if segment.newest >= 0 {
-      links.setNewer(segment.newest, Int32(truncatingIfNeeded: position))
-    } else {
-      segment.oldest = position
-    }
-    segment.newest = position
-    segment.count += 1
-    self[list: list] = segment
-  }
-
-  /// Takes the entry at `position` out of its list.
-  @inlinable @inline(__always)
-  mutating func unlink(_ position: Int) {
-    let list = lists[position] & ~Self.uncountedWrite
-    var segment = self[list: list]
-    let older = Int(links.older(position))
-    let newer = Int(links.newer(position))
+  func connect(_ older: Int, _ newer: Int, in segment: inout _OrderSegment) {
     if older >= 0 {
       links.setNewer(older, Int32(truncatingIfNeeded: newer))
     } else {
@@ -181,6 +161,25 @@ struct _EvictionOrder: Sendable {
     } else {
       segment.newest = older
     }
+  }
+
+  /// Links the entry at `position` as the newest of `list`.
+  @inlinable @inline(__always)
+  mutating func link(_ position: Int, newestOf list: UInt8) {
+    var segment = self[list: list]
+    lists[position] = list
+    connect(segment.newest, position, in: &segment)
+    connect(position, -1, in: &segment)
+    segment.count += 1
+    self[list: list] = segment
+  }
+
+  /// Takes the entry at `position` out of its list.
+  @inlinable @inline(__always)
+  mutating func unlink(_ position: Int) {
+    let list = lists[position] & ~Self.uncountedWrite
+    var segment = self[list: list]
+    connect(Int(links.older(position)), Int(links.newer(position)), in: &segment)
     segment.count -= 1
     self[list: list] = segment
   }
@@ -203,18 +202,8 @@ struct _EvictionOrder: Sendable {
     let older = Int(links.older(from))
     let newer = Int(links.newer(from))
     lists[to] = tag
-    links.setOlder(to, Int32(truncatingIfNeeded: older))
-    links.setNewer(to, Int32(truncatingIfNeeded: newer))
-    if older >= 0 {
-      links.setNewer(older, Int32(truncatingIfNeeded: to))
-    } else {
-      segment.oldest = to
-    }
-    if newer >= 0 {
-      links.setOlder(newer, Int32(truncatingIfNeeded: to))
-    } else {
-      segment.newest = to
-    }
+    connect(older, to, in: &segment)
+    connect(to, newer, in: &segment)
     self[list: list] = segment
     if candidate == from { candidate = to }
   }
