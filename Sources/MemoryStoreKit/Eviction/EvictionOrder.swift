@@ -316,18 +316,13 @@ struct _EvictionOrder: Sendable {
     }
     // The victim: probation's oldest not read since it got there.
     steps = 0
-    var victim = probation.oldest
-    while victim >= 0 && steps < Self.maximumSteps {
-      if isSkipped(victim) {
-        victim = Int(links.newer(victim))
-        continue
-      }
-      guard takeCounter(node(victim), at: victim) > 0 else { break }
+    var victim = firstEvictable(from: probation.oldest, skipping: isSkipped)
+    while victim >= 0 && steps < Self.maximumSteps && takeCounter(node(victim), at: victim) > 0 {
       steps += 1
       let newer = Int(links.newer(victim))
       if victim == candidate { passCandidate() }
       move(victim, toNewestOf: Self.protectedList)
-      victim = newer
+      victim = firstEvictable(from: newer, skipping: isSkipped)
     }
     // A candidate against the victim.
     while candidates > 0 && (candidate == victim || isSkipped(candidate)) {
@@ -348,13 +343,20 @@ struct _EvictionOrder: Sendable {
     }
     if victim >= 0 { return node(victim) }
     // Probation has nothing to evict: protected's oldest, then the window's.
-    var position = protected.oldest
-    while position >= 0 && isSkipped(position) { position = Int(links.newer(position)) }
-    if position < 0 { position = window.oldest }
-    while position >= 0 && isSkipped(position) { position = Int(links.newer(position)) }
+    var position = firstEvictable(from: protected.oldest, skipping: isSkipped)
+    if position < 0 { position = firstEvictable(from: window.oldest, skipping: isSkipped) }
     if position >= 0 { return node(position) }
     // Only the protected entry is left (or only entries of cost 0).
     return count == 1 && protectedSlot >= 0 ? node(protectedSlot) : nil
+  }
+
+  /// The first entry from `position` towards its list's newest end that `isSkipped` does not
+  /// pass over, or -1.
+  @inlinable @inline(__always)
+  func firstEvictable(from position: Int, skipping isSkipped: (Int) -> Bool) -> Int {
+    var position = position
+    while position >= 0 && isSkipped(position) { position = Int(links.newer(position)) }
+    return position
   }
 
   /// Whether the hill climber should look at the lookup counts: every 64 admissions.

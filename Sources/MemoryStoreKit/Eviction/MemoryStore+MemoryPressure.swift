@@ -8,7 +8,7 @@ extension MemoryStore {
   }
 
   /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
-  /// limits' sketch of how often keys were used (8 bytes per entry of the limit, made again,
+  /// limits' sketch of how often keys were used (8 to 16 bytes per entry of the limit, made again,
   /// empty, by the next eviction of the limits) and trims a store with limits, in eviction order, to the
   /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
   /// also empties a store without limits if the policy says so.
