@@ -10,7 +10,8 @@ Every trace is first converted to libCacheSim's oracleGeneral binary format (24-
 timestamp u32, object id u64, size u32, next access i64) so that Belady knows each request's next
 use; objects have size 1, so a cache size is a number of keys. A sized trace (lines of `key size`,
 such as `zipf-0.99-sized`) keeps its sizes, and its capacities are total sizes: its rows give
-object hit ratios, and Belady there is libCacheSim's size-aware heuristic, not an optimum.
+object hit ratios, a second table gives byte hit ratios (the share of the accessed size that
+hit), and Belady there is libCacheSim's size-aware heuristic, not an optimum.
 
     pip install libcachesim numpy
     python3 Scripts/hitrate/reference.py DIR [--policies LRU,ARC,...] [--benchmark FILE]
@@ -65,15 +66,15 @@ def write_oracle(keys, path, sizes=None):
     records.tofile(path)
 
 
-def hit_ratio(policy, path, capacity, sized=False):
-    """The hit ratio (%) of `policy` with room for `capacity` keys (or, `sized`, that total
-    size) on the oracle trace."""
+def hit_ratios(policy, path, capacity, sized=False):
+    """The object and byte hit ratios (%) of `policy` with room for `capacity` keys (or,
+    `sized`, that total size) on the oracle trace."""
     reader = lcs.TraceReader(
         path, lcs.TraceType.ORACLE_GENERAL_TRACE, lcs.ReaderInitParam(ignore_obj_size=not sized)
     )
     cache = getattr(lcs, policy)(capacity)
-    miss_ratio, _ = cache.process_trace(reader)
-    return (1 - miss_ratio) * 100
+    miss_ratio, byte_miss_ratio = cache.process_trace(reader)
+    return (1 - miss_ratio) * 100, (1 - byte_miss_ratio) * 100
 
 
 def read_benchmark(path):
@@ -86,9 +87,11 @@ def read_benchmark(path):
                 values = [float(cell) for cell in cells[2:5]]
                 rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore", "Belady"], values))
             elif len(cells) == 6 and cells[1].isdigit() and cells[0].endswith("-sized"):
-                # The sized table: LRU and MemoryStore object hit ratios (no Belady).
-                values = [float(cell) for cell in cells[2:4]]
-                rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore"], values))
+                # The sized table: LRU and MemoryStore object, then byte, hit ratios (no Belady).
+                values = [float(cell) for cell in cells[2:6]]
+                rows[(cells[0], int(cells[1]))] = dict(
+                    zip(["LRU", "MemoryStore", "LRU bytes", "MemoryStore bytes"], values)
+                )
     return rows
 
 
@@ -123,6 +126,33 @@ def real_traces(directory):
         yield name, keys.astype(np.int64), None, (max(distinct // 20, 1), max(distinct // 5, 1))
 
 
+def print_byte_rows(rows, policies, contenders, benchmark, misses):
+    """The byte hit ratios of the sized traces' rows, with MemoryStore's from the benchmark."""
+    print("")
+    print("Byte hit ratios of the traces with sizes (the share of the accessed size that hit):")
+    print("")
+    columns = policies + (["best of " + ", ".join(contenders)] if contenders else [])
+    if benchmark is not None:
+        columns += ["MemoryStore", "MemoryStore - best"]
+    print("| trace | capacity | " + " | ".join(columns) + " |")
+    print("|---|---:|" + "---:|" * len(columns))
+    for name, capacity, ratios in rows:
+        cells = [f"{ratios[policy]:.2f}" for policy in policies]
+        best = max(contenders, key=lambda policy: ratios[policy]) if contenders else None
+        if best:
+            cells.append(f"{ratios[best]:.2f} ({best})")
+        ours = (benchmark or {}).get((name, capacity), {}).get("MemoryStore bytes")
+        if benchmark is not None:
+            cells.append("n/a" if ours is None else f"{ours:.2f}")
+            if ours is not None and best:
+                cells.append(f"{ours - ratios[best]:+.2f}")
+                if ours - ratios[best] < -1.5:
+                    misses.append(f"{name} at {capacity} (bytes)")
+            else:
+                cells.append("n/a")
+        print(f"| {name} | {capacity} | " + " | ".join(cells) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", help="a directory written by --export-traces")
@@ -151,14 +181,18 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         traces = (real_traces if arguments.trace_dir else exported_traces)(arguments.directory)
         means = {}
+        byte_rows = []
         for name, keys, sizes, capacities in traces:
             sized = sizes is not None
             oracle = os.path.join(scratch, name + ".oracleGeneral")
             write_oracle(keys, oracle, sizes)
             for capacity in capacities:
-                ratios = {
-                    policy: hit_ratio(policy, oracle, capacity, sized) for policy in policies
+                both = {
+                    policy: hit_ratios(policy, oracle, capacity, sized) for policy in policies
                 }
+                ratios = {policy: pair[0] for policy, pair in both.items()}
+                if sized:
+                    byte_rows.append((name, capacity, {p: pair[1] for p, pair in both.items()}))
                 for policy, ratio in ratios.items():
                     means.setdefault(policy, []).append(ratio)
                 cells = [f"{ratios[policy]:.2f}" for policy in policies]
@@ -191,6 +225,8 @@ def main():
                                 )
                 print(f"| {name} | {capacity} | " + " | ".join(cells) + " |", flush=True)
             os.remove(oracle)
+    if byte_rows:
+        print_byte_rows(byte_rows, policies, contenders, benchmark, misses)
     print("")
     print(
         "- Means over the rows: "

@@ -33,10 +33,17 @@ struct _FrequencySketch: @unchecked Sendable {
   /// Makes room for a store of `entries` entries: grows (forgetting every count) only when
   /// the table is less than half of one word per entry, so that a store whose count varies (a
   /// cost limit) rarely forgets. O(1) apart from the allocation.
-  @inlinable
+  @inlinable @inline(__always)
   mutating func ensureCapacity(_ entries: Int) {
     period = 10 * Swift.max(entries, 8)
     guard wordCount < Swift.max(entries, 16) / 2 else { return }
+    grow(toHold: entries)
+  }
+
+  /// Makes a table of at least one word per entry for `entries` entries, forgetting every
+  /// count (see ``ensureCapacity(_:)``).
+  @inlinable @inline(never)
+  mutating func grow(toHold entries: Int) {
     var count = 8
     while count < entries { count <<= 1 }
     let storage = _ZeroedWords(count: count)

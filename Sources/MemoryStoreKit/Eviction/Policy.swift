@@ -67,11 +67,19 @@ struct _Policy: Sendable {
     purgesRunning == 0 && table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
   }
 
-  /// Whether a write's end has anything to do: evicting for the limits, or ring holes to
-  /// fill. O(1).
+  /// Whether a write's end has anything to do: evicting to `fraction` of the limits (an
+  /// entry whose cost alone exceeds the cost limit takes the total over it), the hill
+  /// climber's look at the lookup counts, or ring holes to fill. O(1): a write within its
+  /// limits does not call out of line to learn there is nothing to do.
   @inlinable @inline(__always)
-  func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
-    limits.isLimited || hasRingHolesToFill(table)
+  func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>, fraction: Double) -> Bool {
+    if limits.isLimited
+      && (limits.isOver(count: table.stagedCount, fraction: fraction) != nil
+        || order.isAdaptationDue)
+    {
+      return true
+    }
+    return hasRingHolesToFill(table)
   }
 
   /// Fills up to four holes of the table's ring with its last entries once there are more

@@ -148,9 +148,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func end(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
     guard carriesMetadata && !ended else { return }
     ended = true
-    // A store without limits has nothing to evict: the call is skipped unless the write
+    // A store within its limits has nothing to evict: the call is skipped unless the write
     // expired entries (to count) or the policy has other work at the end.
-    guard expiredCount > 0 || policy.hasWorkAtEnd(store._table) else { return }
+    guard expiredCount > 0 || policy.hasWorkAtEnd(store._table, fraction: limits.fraction)
+    else { return }
     evict(to: limits, in: store)
   }
 
