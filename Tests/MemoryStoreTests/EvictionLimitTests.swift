@@ -18,6 +18,32 @@ extension StoreContractTests {
       #expect(store[999] == 999)
     }
 
+    @Test func limitsAreNeverExceededWhenAWriteReturnsOnEightThreads() {
+      // Every write ends by evicting to the limits before it publishes, whichever thread
+      // makes it: no thread ever sees a count or a total cost over the limits.
+      let store = MemoryStore<Int, Int>()
+      store.countLimit = 200
+      store.costLimit = 1_500
+      let results: [Int]? = runOnThreads(8) { thread in
+        var random = SplitMix64(seed: UInt64(thread) &+ 77)
+        var violations = 0
+        for step in 0..<3_000 {
+          let key = thread * 1_000_000 + step
+          store.setValue(step, forKey: key, cost: random.below(15))
+          if store.count > 200 { violations += 1 }
+          let statistics = store.statistics
+          if statistics.count > 200 || statistics.totalCost > 1_500 { violations += 1 }
+          // Reads are uses: they move entries between the policy's lists.
+          if step % 7 == 0 { _ = store[thread * 1_000_000 + random.below(step + 1)] }
+        }
+        return violations
+      }
+      #expect(results == Array(repeating: 0, count: 8))
+      #expect(store.statistics.evictions[.countLimit] + store.statistics.evictions[.costLimit] > 0)
+      #expect(store._policyMismatch() == nil)
+      store._checkInvariants()
+    }
+
     @Test func entriesReadSurviveTheUnreadGo() {
       let store = MemoryStore<Int, Int>()
       store.countLimit = 4
