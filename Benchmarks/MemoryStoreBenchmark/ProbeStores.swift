@@ -27,6 +27,7 @@ enum ProbeStoreKind: String, CaseIterable, Sendable {
   case memorystore
   case memorystoreBatches = "memorystore-batches"
   case memorystoreLimited = "memorystore-limited"
+  case memorystoreEvicting = "memorystore-evicting"
   case memorystoreTTL = "memorystore-ttl"
   case memorystoreDecider = "memorystore-decider"
   case engine
@@ -40,6 +41,9 @@ enum ProbeStoreKind: String, CaseIterable, Sendable {
       "change batches on: 100 ms interval, one observe subscriber; its scheduler's time does "
         + "not move, so every change of the fill is still waiting for its batch"
     case .memorystoreLimited: "countLimit = 2 x the entry count (never reached)"
+    case .memorystoreEvicting:
+      "countLimit = the entry count; after the fill, a quarter more new keys are written, so "
+        + "that it holds the entry count having evicted (its frequency sketch made)"
     case .memorystoreTTL: "defaultTimeToLive = 1 hour"
     case .memorystoreDecider: "an eviction decider that keeps everything ({ _, _, _ in false })"
     case .engine: "the store's engine alone, no features (_EngineProbe<Int, Payload>)"
@@ -67,8 +71,8 @@ func withProbeStore(_ kind: ProbeStoreKind, entryCount: Int, _ probe: some Probe
   case .dictionary: probe.run { DictionaryProbeStore() }
   case .nslock: probe.run { NSLockProbeStore() }
   case .engine: probe.run { EngineProbeStore() }
-  case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreTTL,
-    .memorystoreDecider:
+  case .memorystore, .memorystoreBatches, .memorystoreLimited, .memorystoreEvicting,
+    .memorystoreTTL, .memorystoreDecider:
     probe.run { MemoryStoreProbeStore(kind, entryCount: entryCount) }
   }
 }
@@ -123,6 +127,8 @@ final class MemoryStoreProbeStore: ProbeStore {
   private let store: MemoryStore<Int, Payload>
   /// The change-batch subscriber, kept for the store's lifetime.
   private let subscription: Subscription?
+  /// The keys ``settle()`` writes past the fill, to make the store evict.
+  private var extraKeys = 0..<0
 
   init(_ kind: ProbeStoreKind, entryCount: Int) {
     var subscription: Subscription?
@@ -139,6 +145,10 @@ final class MemoryStoreProbeStore: ProbeStore {
       store = MemoryStore(name: "probe")
     }
     if kind == .memorystoreLimited { store.countLimit = 2 * entryCount }
+    if kind == .memorystoreEvicting {
+      store.countLimit = entryCount
+      extraKeys = entryCount..<(entryCount + entryCount / 4)
+    }
     if kind == .memorystoreTTL { store.defaultTimeToLive = .seconds(3_600) }
     self.subscription = subscription
   }
@@ -146,8 +156,9 @@ final class MemoryStoreProbeStore: ProbeStore {
   @inline(__always)
   func write(_ key: Int, _ value: Payload) { store[key] = value }
 
-  /// The store's `flush()`, waited for on the calling thread.
+  /// Writes ``extraKeys``, then waits for the store's `flush()` on the calling thread.
   func settle() {
+    for key in extraKeys { store[key] = Payload(key: key) }
     let store = store
     let flushed = DispatchSemaphore(value: 0)
     Task {
