@@ -91,9 +91,11 @@ import Testing
       return (Double(hits) / Double(accesses / 2), store._evictionOrderState.windowShare)
     }
     let drifting = run { step, random in step / 20 + random.below(90) }
-    // Nearly the whole store: LRU, which is what this workload wants.
+    // Nearly the whole store: LRU, which is what this workload wants. LRU hits 0.94 of the
+    // second half's accesses, the store about 0.93 (0.80 with the unluckiest hash seeds seen,
+    // whose climb takes longer); with its window held at 1 %, about 0.70.
     #expect(drifting.windowShare > 3 * 16_384, "window \(drifting.windowShare) / 65 536")
-    #expect(drifting.hitRatio > 0.8, "hit ratio \(drifting.hitRatio)")
+    #expect(drifting.hitRatio > 0.75, "hit ratio \(drifting.hitRatio)")
     // Half the accesses go to 75 hot keys, half to keys never seen again: a window larger
     // than the 25 entries the hot keys leave would push hot keys out.
     let scanned = run { step, random in

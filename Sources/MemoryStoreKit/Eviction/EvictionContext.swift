@@ -158,16 +158,42 @@ public struct MemoryPressurePolicy: Hashable, Sendable {
 public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
   /// Evictions counted per ``EvictionReason``.
   public struct Evictions: Hashable, Sendable {
-    var counts: [UInt64] = Array(repeating: 0, count: EvictionReason.allCases.count)
+    // One field per reason rather than an array: a write that evicts counts it with one add,
+    // not an array's uniqueness check.
+    @usableFromInline var decider: UInt64 = 0
+    @usableFromInline var countLimit: UInt64 = 0
+    @usableFromInline var costLimit: UInt64 = 0
+    @usableFromInline var expired: UInt64 = 0
+    @usableFromInline var memoryPressure: UInt64 = 0
 
-    /// The number of entries removed for `reason`.
+    /// No evictions.
+    @inlinable init() {}
+
+    /// The number of entries removed for `reason`. O(1).
+    @inlinable
     public subscript(reason: EvictionReason) -> UInt64 {
-      get { counts[reason.index] }
-      set { counts[reason.index] = newValue }
+      get {
+        switch reason {
+        case .decider: decider
+        case .countLimit: countLimit
+        case .costLimit: costLimit
+        case .expired: expired
+        case .memoryPressure: memoryPressure
+        }
+      }
+      set {
+        switch reason {
+        case .decider: decider = newValue
+        case .countLimit: countLimit = newValue
+        case .costLimit: costLimit = newValue
+        case .expired: expired = newValue
+        case .memoryPressure: memoryPressure = newValue
+        }
+      }
     }
 
     /// The number of entries removed for every reason together.
-    public var total: UInt64 { counts.reduce(0, +) }
+    public var total: UInt64 { decider + countLimit + costLimit + expired + memoryPressure }
   }
 
   /// Lookups that found their key: subscript reads, `valueOrInsert(forKey:_:)` hits, and each
@@ -192,17 +218,5 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
     let rate = (hitRate * 1000).rounded() / 10
     return
       "\(count) \(count == 1 ? "entry" : "entries"), cost \(totalCost), \(hits) hits, \(misses) misses (\(rate) %), \(evictions.total) evicted"
-  }
-}
-
-extension EvictionReason {
-  var index: Int {
-    switch self {
-    case .decider: 0
-    case .countLimit: 1
-    case .costLimit: 2
-    case .expired: 3
-    case .memoryPressure: 4
-    }
   }
 }

@@ -153,31 +153,34 @@ extension ChangeBatch: CustomStringConvertible {
 /// Every change made through the store's writing API is a ``write``; features that change the
 /// store on their own (eviction, expiry, loading a snapshot) report their own reasons.
 public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
-  let rawValue: UInt8
+  @usableFromInline let rawValue: UInt8
+
+  @inlinable init(rawValue: UInt8) { self.rawValue = rawValue }
 
   /// The key was written (set, replaced, removed or cleared) by a call to the store.
-  public static let write = ChangeReason(rawValue: 0)
+  @inlinable public static var write: ChangeReason { ChangeReason(rawValue: 0) }
 
   /// The key was set by ``PersistenceManager/load()`` from a snapshot file.
-  public static let loaded = ChangeReason(rawValue: 1)
+  @inlinable public static var loaded: ChangeReason { ChangeReason(rawValue: 1) }
 
   /// The key's time to live ran out (see ``MemoryStore/defaultTimeToLive``).
-  public static let expired = ChangeReason(rawValue: 2)
+  @inlinable public static var expired: ChangeReason { ChangeReason(rawValue: 2) }
 
   /// The eviction decider chose the key, in ``MemoryStore/purgeEvictableItems(trigger:)`` or a
   /// periodic or memory-pressure purge.
-  public static let evictedByDecider = ChangeReason(rawValue: 3)
+  @inlinable public static var evictedByDecider: ChangeReason { ChangeReason(rawValue: 3) }
 
   /// The key was evicted to keep the store within ``MemoryStore/countLimit``.
-  public static let evictedByCountLimit = ChangeReason(rawValue: 4)
+  @inlinable public static var evictedByCountLimit: ChangeReason { ChangeReason(rawValue: 4) }
 
   /// The key was evicted to keep the store within ``MemoryStore/costLimit``.
-  public static let evictedByCostLimit = ChangeReason(rawValue: 5)
+  @inlinable public static var evictedByCostLimit: ChangeReason { ChangeReason(rawValue: 5) }
 
   /// The key was evicted by ``MemoryStore/handleMemoryPressure(_:)`` trimming the store.
-  public static let evictedByMemoryPressure = ChangeReason(rawValue: 6)
+  @inlinable public static var evictedByMemoryPressure: ChangeReason { ChangeReason(rawValue: 6) }
 
   /// The change reason that reports an eviction for `reason`.
+  @inlinable
   public static func evicted(_ reason: EvictionReason) -> ChangeReason {
     switch reason {
     case .decider: .evictedByDecider
@@ -189,6 +192,7 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// Why the store removed the key on its own, or `nil` for ``write`` and ``loaded``.
+  @inlinable
   public var evictionReason: EvictionReason? {
     switch rawValue {
     case 2: .expired
