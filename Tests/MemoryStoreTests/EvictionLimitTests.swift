@@ -44,6 +44,38 @@ extension StoreContractTests {
       store._checkInvariants()
     }
 
+    @Test func rewritingAKeyPresentKeepsItsPlaceAndAccountsForItsCost() {
+      // A new value for a key present, in a store that times nothing, skips the transaction's
+      // beginning and end: the count, the total cost and the order must come out as through
+      // one, with or without a cost limit, whether the cost changes or not.
+      for hasCostLimit in [false, true] {
+        let store = MemoryStore<Int, Int>()
+        store.countLimit = 10
+        if hasCostLimit { store.costLimit = 1_000 }
+        for key in 0..<10 { store.setValue(key, forKey: key, cost: 5) }
+        for _ in 0..<3 { _ = store[3] }
+        #expect(store.setValue(30, forKey: 3, cost: 5) == 3)  // The same cost.
+        #expect(store.setValue(31, forKey: 3, cost: 9) == 30)  // Another cost.
+        store[4] = 40  // No cost given: 0.
+        #expect(store.statistics.totalCost == 5 * 8 + 9)
+        #expect(store.count == 10)
+        #expect(store.statistics.evictions.total == 0)
+        #expect(store[3] == 31 && store[4] == 40)
+        #expect(store._policyMismatch() == nil)
+        store._checkInvariants()
+        // The key read and rewritten outlives keys written once, as a key read would.
+        for key in 100..<120 {
+          store[key] = key
+          _ = store[key]
+          _ = store[key]
+        }
+        #expect(store[3] == 31, "cost limit \(hasCostLimit)")
+        #expect(store.count == 10)
+        #expect(store._policyMismatch() == nil)
+        store._checkInvariants()
+      }
+    }
+
     @Test func entriesReadSurviveTheUnreadGo() {
       let store = MemoryStore<Int, Int>()
       store.countLimit = 4

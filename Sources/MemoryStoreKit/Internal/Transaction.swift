@@ -43,7 +43,7 @@ struct _LimitsPass {
 /// (evicts to the limits) and commits it (publishes the table's staged version and logs).
 ///
 /// Each change is staged on the table, accounted for by the policy and logged for change
-/// batches and removals in the same step, by ``set(_:_:cost:timeToLive:)`` and
+/// batches and removals in the same step, by ``set(_:_:cost:timeToLive:hash:in:)`` and
 /// ``remove(_:hash:reason:checksExpiry:in:)`` and their kin.
 ///
 /// Its methods take the store as an argument rather than keeping a reference to it: the
@@ -278,31 +278,32 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   }
 
   /// Stages `key` → `value` with `cost` and `timeToLive` (`nil`: the default), and makes it
-  /// the entry this write's end does not evict; returns the live value it replaces.
+  /// the entry this write's end does not evict; returns the live value it replaces. `hash`
+  /// is `key.hashValue` if the caller has it.
   @inlinable @inline(__always)
   mutating func set(
-    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?,
+    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?, hash: Int? = nil,
     in store: MemoryStore<Key, Value>
   ) -> Value? {
     guard carriesMetadata else {
       // Without metadata, the table's staging is specialised for none: no entry has a cost,
       // a deadline or a place in the eviction order.
-      let hash = key.hashValue
+      let hash = hash ?? key.hashValue
       return noteSet(
         key, value, replacingValue: store._table.stageSet(key, value, hash: hash), hash: hash)
     }
-    return setWithMetadata(key, value, cost: cost, timeToLive: timeToLive, in: store)
+    return setWithMetadata(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: store)
   }
 
-  /// ``set(_:_:cost:timeToLive:in:)`` on a store with a policy (out of line: see
+  /// ``set(_:_:cost:timeToLive:hash:in:)`` on a store with a policy (out of line: see
   /// ``evict(to:in:)``).
   @inlinable @inline(never)
   mutating func setWithMetadata(
-    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?,
+    _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?, hash: Int? = nil,
     in store: MemoryStore<Key, Value>
   ) -> Value? {
     let entryMetadata = metadata(cost: cost, timeToLive: timeToLive, in: store)
-    let applied = set(key, value, entryMetadata, in: store)
+    let applied = set(key, value, entryMetadata, hash: hash, in: store)
     protected = applied.position
     return applied.previous
   }
@@ -313,10 +314,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @inlinable @inline(__always)
   mutating func set(
     _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, idleExpiresAt: Int64? = nil,
-    in store: MemoryStore<Key, Value>
+    hash: Int? = nil, in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
     // Hashed once, for the table and the change log (a node keeps its hash only with a limit).
-    let hash = key.hashValue
+    let hash = hash ?? key.hashValue
     let (old, node) = store._table.stageSet(
       key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash)
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
