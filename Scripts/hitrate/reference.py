@@ -126,16 +126,22 @@ def real_traces(directory):
         yield name, keys.astype(np.int64), None, (max(distinct // 20, 1), max(distinct // 5, 1))
 
 
-def print_byte_rows(rows, policies, contenders, benchmark, misses):
-    """The byte hit ratios of the sized traces' rows, with MemoryStore's from the benchmark."""
-    print("")
-    print("Byte hit ratios of the traces with sizes (the share of the accessed size that hit):")
-    print("")
+def print_table_header(policies, contenders, benchmark):
+    """The header of a table of hit ratios: one column per policy, the best contender, and
+    MemoryStore's with its distance to that best when the benchmark's output is given."""
     columns = policies + (["best of " + ", ".join(contenders)] if contenders else [])
     if benchmark is not None:
         columns += ["MemoryStore", "MemoryStore - best"]
     print("| trace | capacity | " + " | ".join(columns) + " |")
     print("|---|---:|" + "---:|" * len(columns))
+
+
+def print_byte_rows(rows, policies, contenders, benchmark, misses):
+    """The byte hit ratios of the sized traces' rows, with MemoryStore's from the benchmark."""
+    print("")
+    print("Byte hit ratios of the traces with sizes (the share of the accessed size that hit):")
+    print("")
+    print_table_header(policies, contenders, benchmark)
     for name, capacity, ratios in rows:
         cells = [f"{ratios[policy]:.2f}" for policy in policies]
         best = max(contenders, key=lambda policy: ratios[policy]) if contenders else None
@@ -173,11 +179,7 @@ def main():
     version = getattr(lcs, "__version__", "unknown")
     print(f"libCacheSim (Python package libcachesim {version}); hit ratio %, higher is better.")
     print("")
-    columns = policies + (["best of " + ", ".join(contenders)] if contenders else [])
-    if benchmark is not None:
-        columns += ["MemoryStore", "MemoryStore - best"]
-    print("| trace | capacity | " + " | ".join(columns) + " |")
-    print("|---|---:|" + "---:|" * len(columns))
+    print_table_header(policies, contenders, benchmark)
     with tempfile.TemporaryDirectory() as scratch:
         traces = (real_traces if arguments.trace_dir else exported_traces)(arguments.directory)
         means = {}

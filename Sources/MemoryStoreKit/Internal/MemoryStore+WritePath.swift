@@ -213,6 +213,20 @@ extension MemoryStore {
         return (true, nil)
       }
     }
+    _commitUntransacted(key, newValue, previous: previous, hash: hash, logged: logged, access)
+    return (true, previous)
+  }
+
+  /// The end of a write that makes no transaction (``_performPlainKeyed(_:_:)``,
+  /// ``_rewrite(_:_:cost:hash:access:)``), with what the transaction's own logging and commit
+  /// do: logs `key` → `newValue` in place of `previous` (whose hash is `hash`; the log was
+  /// `logged` long when the write began), commits and publishes, releases the lock, then frees
+  /// what the write retired and schedules what it left to do.
+  @inlinable @inline(__always)
+  func _commitUntransacted(
+    _ key: Key, _ newValue: Value?, previous: Value?, hash: Int, logged: Int,
+    _ access: _WriteAccess<Key, Value>
+  ) {
     let deliversRemovals = access.state.logWrite(
       key, newValue, previous: previous, reason: .write, hash: hash)
     let followUp = access.changes.commit(
@@ -222,7 +236,6 @@ extension MemoryStore {
     // What `_finish(_:now:freesHere:)` does with these, with nothing else to do.
     _release(garbage)
     if let followUp { _followUp(followUp) }
-    return (true, previous)
   }
 
   /// The write of ``_performKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that sets a value
@@ -295,15 +308,7 @@ extension MemoryStore {
     // The cost's difference, if any; the entry keeps its place in the order.
     access.policy.track(node, replacing: replaced, count: _table.stagedCount)
     let previous = old.value.pointee
-    let deliversRemovals = access.state.logWrite(
-      key, value, previous: previous, reason: .write, hash: hash)
-    let followUp = access.changes.commit(
-      logged: logged, cleared: false, deliversRemovals: deliversRemovals)
-    let garbage = _table.publish()
-    _writer.unlock(access)
-    // What `_finish(_:now:freesHere:)` does with these, with nothing else to do.
-    _release(garbage)
-    if let followUp { _followUp(followUp) }
+    _commitUntransacted(key, value, previous: previous, hash: hash, logged: logged, access)
     return .some(previous)
   }
 
