@@ -1,4 +1,4 @@
-import MemoryStoreKit
+@_spi(Testing) import MemoryStoreKit
 import Testing
 
 extension StoreContractTests {
@@ -32,6 +32,23 @@ extension StoreContractTests {
         "the workload's threads did not finish in time")
       let verdict = LinearizabilityChecker.check(history)
       #expect(verdict.isLinearizable, "\(verdict)")
+    }
+
+    /// The same proof on a store with a count limit it never reaches: its writes of keys
+    /// present skip the transaction (staged, logged and published directly), the others go
+    /// through one, all under the same lock.
+    @Test(arguments: 1...3)
+    func historiesOfAStoreWithALimitAreLinearizable(trial: Int) throws {
+      let store = MemoryStore<Int, Int>()
+      store.countLimit = 1_000
+      let workload = RegisterWorkload(
+        threads: 8, operationsPerThread: 2_000, keys: 8, seed: UInt64(90 + trial))
+      let history = try #require(
+        workload.record(on: store), "the workload's threads did not finish in time")
+      let verdict = LinearizabilityChecker.check(history)
+      #expect(verdict.isLinearizable, "\(verdict)")
+      #expect(store.statistics.evictions.total == 0)
+      #expect(store._policyMismatch() == nil)
     }
 
     /// The same proof with read-modify-writes (`update(forKey:)`) and membership tests in the
