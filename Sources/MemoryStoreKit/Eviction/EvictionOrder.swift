@@ -245,7 +245,7 @@ struct _EvictionOrder: Sendable {
   @inlinable @inline(__always)
   func uses<Key, Value>(_ node: _Node<Key, Value>, at position: Int) -> Int {
     sketch.frequency(node.hash) + Int(node.recency.pointee.load(ordering: .relaxed) & 3)
-      + Int(lists[position] >> 7)
+      + (lists[position] & Self.uncountedWrite != 0 ? 1 : 0)
   }
 
   /// Passes the oldest candidate: it stays in probation, judged.

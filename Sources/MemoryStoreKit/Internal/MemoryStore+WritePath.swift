@@ -217,8 +217,8 @@ extension MemoryStore {
     return (true, previous)
   }
 
-  /// The end of a write that makes no transaction (``_performPlainKeyed(_:_:)``,
-  /// ``_rewrite(_:_:cost:hash:access:)``), with what the transaction's own logging and commit
+  /// The end of a write that makes no transaction (``_performPlainKeyed(_:_:)``, and the
+  /// rewrite of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)``), with what the transaction's own logging and commit
   /// do: logs `key` → `newValue` in place of `previous` (whose hash is `hash`; the log was
   /// `logged` long when the write began), commits and publishes, releases the lock, then frees
   /// what the write retired and schedules what it left to do.
@@ -244,25 +244,39 @@ extension MemoryStore {
   /// Out of line: inlined beside ``_performPlainKeyed(_:_:)``, it makes the function too large
   /// for the compiler to inline the table's staging into either.
   ///
-  /// A store that times no entry, and where no entry expires, needs no clock: the write
-  /// hashes the key and locks first, and a new value for a key present (of the same cost, or
-  /// in a store without a cost limit) is staged, logged and published as in
-  /// ``_performPlainKeyed(_:_:)``, with the entry's metadata kept: such a write changes no
-  /// count, no total cost, no deadline and no list of the eviction order, so a transaction's
-  /// beginning and end have nothing to do (30 % fewer instructions with a count limit). Any
-  /// other write of that store goes on through a transaction begun under the same lock.
+  /// A store with a policy that times no entry, and where no entry expires, needs no clock:
+  /// the write hashes the key, locks and stages the value at once. A new value for a key
+  /// present (of the same cost, or in a store without a cost limit) changes no count, no total
+  /// cost, no deadline and no list of the eviction order, so a transaction's beginning and end
+  /// have nothing to do: it is logged and published as in ``_performPlainKeyed(_:_:)``, the
+  /// entry's node keeping its ring position and, raised by the write, its counter. Any other
+  /// write of that store is accounted for by a transaction begun under the same lock
+  /// (``_finishStagedSet(_:_:replacing:node:hash:access:)``).
   @inlinable @inline(never)
   func _setKeyed(
     _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?, activatingPolicy: Bool
   ) -> Value? {
-    if timeToLive == nil && !activatingPolicy && !_needsClock {
+    // Set once, never cleared: true before the lock, true under it.
+    if timeToLive == nil && !activatingPolicy && !_needsClock
+      && _signals.policyActive.load(ordering: .relaxed)
+    {
       let hash = key.hashValue
       let access = _writer.lock()
       if !_needsClock {
-        if let previous = _rewrite(key, value, cost: cost, hash: hash, access: access) {
-          return previous
-        }
-        return _setLocked(key, value, cost: cost, hash: hash, access: access)
+        let logged = access.changes.appendCount
+        // The metadata a transaction gives a write that needs no clock (no write time, no
+        // deadline, no idle deadline).
+        let (old, node) = _table.stageSet(
+          key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
+          idleExpiresAt: .max, hash: hash)
+        guard let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
+          old.cost == cost || access.policy.limits.costLimit == 0
+        else { return _finishStagedSet(key, value, replacing: old, node: node, hash: hash, access) }
+        // The cost's difference, if any; the entry keeps its place in the order.
+        access.policy.track(node, replacing: old, count: _table.stagedCount)
+        let previous = old.value.pointee
+        _commitUntransacted(key, value, previous: previous, hash: hash, logged: logged, access)
+        return previous
       }
       _writer.unlock(access)
     }
@@ -272,44 +286,23 @@ extension MemoryStore {
     return previous
   }
 
-  /// The rest of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)`` when the key is not one
-  /// ``_rewrite(_:_:cost:hash:access:)`` writes: a transaction begun under the lock the caller
-  /// holds, at the time 0 that a write needing no clock runs at (what `_openWrite` begins for
-  /// such a write). Out of line, so that each function has one transaction to inline.
+  /// The rest of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)`` for a value it staged,
+  /// as `node` in place of `old`, that is not a plain rewrite: a transaction begun under the
+  /// lock the caller holds, at the time 0 that a write needing no clock runs at, accounts for
+  /// it and ends (evicting to the limits). Nothing is due to expire, so beginning it after the
+  /// staging removes nothing. Out of line, so that each function has one transaction to
+  /// inline.
   @inlinable @inline(never)
-  func _setLocked(
-    _ key: Key, _ value: Value, cost: Int, hash: Int, access: _WriteAccess<Key, Value>
+  func _finishStagedSet(
+    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?, node: _Node<Key, Value>,
+    hash: Int, _ access: _WriteAccess<Key, Value>
   ) -> Value? {
     var write = _Transaction(
       store: self, access: access, now: 0, reason: .write, collectsExpiredKeys: false)
-    write.begin(in: self)
-    let previous = write.set(key, value, cost: cost, timeToLive: nil, hash: hash, in: self)
+    let applied = write.noteStaged(key, value, replacing: old, node: node, hash: hash, in: self)
+    write.protected = applied.position
     _closeWrite(write)
-    return previous
-  }
-
-  /// The write of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that gives `key`, whose
-  /// hash is `hash`, a new value when the key is present with metadata, no deadline, and the
-  /// same cost (or the store has no cost limit): stages it, logs it, publishes it and
-  /// releases the lock; returns the value replaced. Otherwise does nothing and returns `nil`,
-  /// the lock still held. Write lock held; the store times no entry, and no entry expires.
-  @inlinable @inline(__always)
-  func _rewrite(
-    _ key: Key, _ value: Value, cost: Int, hash: Int, access: _WriteAccess<Key, Value>
-  ) -> Value?? {
-    guard let (_, old) = _table._find(key, in: _table._writeSlot(hash: hash)),
-      !old.isTombstone, old.hasMetadata, old.deadline == .max,
-      old.cost == cost || access.policy.limits.costLimit == 0
-    else { return nil }
-    let logged = access.changes.appendCount
-    let (replaced, node) = _table.stageSet(
-      key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
-      idleExpiresAt: .max, hash: hash)
-    // The cost's difference, if any; the entry keeps its place in the order.
-    access.policy.track(node, replacing: replaced, count: _table.stagedCount)
-    let previous = old.value.pointee
-    _commitUntransacted(key, value, previous: previous, hash: hash, logged: logged, access)
-    return .some(previous)
+    return applied.previous
   }
 
   /// The write of ``_performKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that removes the

@@ -320,6 +320,17 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let hash = hash ?? key.hashValue
     let (old, node) = store._table.stageSet(
       key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash)
+    return noteStaged(key, value, replacing: old, node: node, hash: hash, in: store)
+  }
+
+  /// Accounts for and logs `key` → `value`, whose hash is `hash`, just staged as `node` in
+  /// place of `old`; returns the live value it replaces (an expired one is logged as removed
+  /// by expiry first) and the entry's ring position (-1 on a store without a policy).
+  @inlinable @inline(__always)
+  mutating func noteStaged(
+    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?, node: _Node<Key, Value>,
+    hash: Int, in store: MemoryStore<Key, Value>
+  ) -> (previous: Value?, position: Int) {
     if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
     return (noteSet(key, value, replacing: old, hash: hash), node.hasMetadata ? node.slot : -1)
   }
