@@ -49,14 +49,17 @@ enum _SystemClock {
   }
 
   /// How far ``coarse`` plus this margin is ahead of ``nanoseconds`` at least, so that the sum
-  /// bounds the precise reading from above: two ticks of the coarse clock (it lags by at most
-  /// a tick while a thread runs, as the running CPU's tick keeps time; the second is a
-  /// margin); 0 where there is no coarse clock.
+  /// bounds the precise reading from above: eight ticks of the coarse clock (32 ms at 250 Hz);
+  /// 0 where there is no coarse clock. The coarse clock moves when the CPU in charge of
+  /// timekeeping takes its tick; on a virtual machine that CPU can be stalled by the host
+  /// while a thread runs on another, and Linux hands the duty to a running CPU only once five
+  /// ticks have gone by without an update, so the coarse clock can lag by five ticks and more
+  /// (two ticks were seen to fall short, on a 2-CPU virtual machine under load).
   static var coarseMargin: Int64 {
     #if canImport(Glibc)
       var resolution = timespec()
       guard clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) == 0 else { return 0 }
-      return 2 * max(nanoseconds(resolution), 1_000_000)
+      return 8 * max(nanoseconds(resolution), 1_000_000)
     #else
       return 0
     #endif
