@@ -267,10 +267,28 @@ func printSizedHitRates(plan: EvictionPlan) {
       + "Objects: the share of accesses that hit; bytes: the share of the accessed size that "
       + "hit. libCacheSim's policies with sizes: Scripts/hitrate/reference.py.")
   print("")
+  printSizedHitRateTable([trace])
+}
+
+/// The table of object and byte hit rates of `traces`, each at its capacities: the cost limit
+/// beside size-aware strict LRU. Returns whether the cost limit held after every run.
+@discardableResult
+func printSizedHitRateTable(_ traces: [SizedHitRateTrace]) -> Bool {
   print(
     "| trace | cost limit | LRU objects | MemoryStore objects | LRU bytes | MemoryStore bytes |")
   print("|---|---:|---:|---:|---:|---:|")
   var limitHeld = true
+  for trace in traces {
+    printSizedRows(trace, limitHeld: &limitHeld)
+  }
+  print("")
+  print("- The cost limit held after every run: \(limitHeld ? "yes" : "**NO**")")
+  print("")
+  return limitHeld
+}
+
+/// The rows of `trace` in the table of hit rates with sizes.
+private func printSizedRows(_ trace: SizedHitRateTrace, limitHeld: inout Bool) {
   for capacity in trace.capacities {
     let lru = sizedLRUHitRates(trace, capacity: capacity)
     let ours = storeSizedHitRates(trace, capacity: capacity)
@@ -283,9 +301,6 @@ func printSizedHitRates(plan: EvictionPlan) {
       "sized hit rate at \(capacity): LRU \(fixed(lru.objects * 100, 2)), MemoryStore "
         + "\(fixed(ours.objects * 100, 2))")
   }
-  print("")
-  print("- The cost limit held after every run: \(limitHeld ? "yes" : "**NO**")")
-  print("")
 }
 
 /// `value` with two decimals and an explicit sign.

@@ -130,3 +130,60 @@ func printRealTraceHitRates(directory: String) -> Bool {
   print("")
   return true
 }
+
+// MARK: - Traces with sizes
+
+/// The traces with sizes of `directory`, in the format `--export-traces` writes for
+/// `zipf-0.99-sized` (and Scripts/hitrate/sized-traces.py for real traces): `NAME.txt` of
+/// `key size` lines, named in `manifest.tsv` with its two capacities, total sizes. Keys are
+/// numbered in order of first use; a key keeps the size of its first access.
+func readSizedTraces(in directory: String) throws -> [SizedHitRateTrace] {
+  let url = URL(filePath: directory, directoryHint: .isDirectory)
+  let manifest = try String(contentsOf: url.appending(path: "manifest.tsv"), encoding: .utf8)
+  var traces: [SizedHitRateTrace] = []
+  for line in manifest.split(separator: "\n").dropFirst() {
+    let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+    guard fields.count >= 3, let capacity1 = Int(fields[1]), let capacity10 = Int(fields[2])
+    else { continue }
+    let text = try String(contentsOf: url.appending(path: fields[0] + ".txt"), encoding: .utf8)
+    var numbers: [Int: Int] = [:]
+    var keys: [Int] = []
+    var sizes: [Int] = []
+    for record in text.split(separator: "\n") {
+      let parts = record.split(separator: " ")
+      guard parts.count == 2, let key = Int(parts[0]), let size = Int(parts[1]) else { continue }
+      if let number = numbers[key] {
+        keys.append(number)
+      } else {
+        numbers[key] = sizes.count
+        keys.append(sizes.count)
+        sizes.append(size)
+      }
+    }
+    guard !keys.isEmpty else { continue }
+    traces.append(
+      SizedHitRateTrace(
+        name: fields[0], summary: fields.count >= 6 ? fields[5] : "", keys: keys, sizes: sizes,
+        capacities: [capacity1, capacity10]))
+  }
+  return traces
+}
+
+/// Prints the cost limit's object and byte hit rates on the traces with sizes of `directory`
+/// beside size-aware strict LRU; returns whether the cost limit held after every run.
+func printSizedTraceHitRates(directory: String) -> Bool {
+  let traces: [SizedHitRateTrace]
+  do {
+    traces = try readSizedTraces(in: directory)
+  } catch {
+    progress("MemoryStoreBenchmark: could not read the traces with sizes in \(directory): \(error)")
+    return false
+  }
+  print("## Hit rate with sizes: cost limit against size-aware strict LRU")
+  print("")
+  for trace in traces {
+    print("- \(trace.name): \(trace.summary); \(trace.keys.count) accesses")
+  }
+  print("")
+  return printSizedHitRateTable(traces)
+}

@@ -67,6 +67,8 @@ struct Options {
   var exportDirectory: String?
   /// The directory of real traces `--trace-dir` replays (and then stops).
   var traceDirectory: String?
+  /// The directory of traces with sizes `--sized-trace-dir` replays (and then stops).
+  var sizedTraceDirectory: String?
   /// Set in a child process the benchmark started to measure one store (see Probe.swift).
   var probe: ProbeRequest?
 
@@ -78,6 +80,7 @@ struct Options {
                                 [--growth-only | --skip-growth]
                                 [--observation-only | --skip-observation]
                                 [--export-traces DIR] [--trace-dir DIR]
+                                [--sized-trace-dir DIR]
       --quick            about 0.03 s per repetition and 3 repetitions (for CI); persistence
                          with 10000 entries and no blocking measurement; memory with 100000
                          entries, growth to 400000
@@ -108,6 +111,11 @@ struct Options {
                          Scripts/hitrate/convert-traces.py, or libCacheSim oracleGeneral files)
                          at 5 % and 20 % of their distinct keys: the count limit beside strict
                          LRU and Belady's MIN; nothing else is measured
+      --sized-trace-dir DIR
+                         replay the traces with sizes of DIR (key and size per line, a
+                         manifest.tsv with two capacities; Scripts/hitrate/sized-traces.py)
+                         against a cost limit: object and byte hit rates beside size-aware
+                         strict LRU; nothing else is measured
     """
 
   struct UsageError: Error {
@@ -147,6 +155,8 @@ struct Options {
         exportDirectory = try value()
       case "--trace-dir":
         traceDirectory = try value()
+      case "--sized-trace-dir":
+        sizedTraceDirectory = try value()
       case "--help", "-h":
         print(Self.usage)
         exit(0)
@@ -249,6 +259,10 @@ if let directory = options.exportDirectory {
 
 if let directory = options.traceDirectory {
   exit(printRealTraceHitRates(directory: directory) ? 0 : 1)
+}
+
+if let directory = options.sizedTraceDirectory {
+  exit(printSizedTraceHitRates(directory: directory) ? 0 : 1)
 }
 
 let runStart = monotonicNanos()

@@ -104,16 +104,19 @@ extension MemoryStore {
 @_spi(Testing)
 extension MemoryStore {
   /// The eviction order's state: the sizes of its window, probation and protected lists, the
-  /// window's share of the entries (in 65 536ths), and the words of its frequency sketch. Not
-  /// part of the supported API.
+  /// window's share of the entries (in 65 536ths), the words of its frequency sketch, and the
+  /// total cost of each list (0 without a cost limit). Not part of the supported API.
   public var _evictionOrderState:
-    (window: Int, probation: Int, protected: Int, windowShare: Int, sketchWords: Int)
+    (
+      window: Int, probation: Int, protected: Int, windowShare: Int, sketchWords: Int,
+      windowCost: Int, probationCost: Int, protectedCost: Int
+    )
   {
     _writer.withLock { state in
       let order = state.policy.order
       return (
         order.window.count, order.probation.count, order.protected.count, order.windowShare,
-        order.sketch.wordCount
+        order.sketch.wordCount, order.costs.window, order.costs.probation, order.costs.protected
       )
     }
   }

@@ -78,6 +78,69 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func withACostLimitTheListsAreSizedInCost() {
+    // 100 entries of cost 1 000 fill the cost limit; then 50 new keys of cost 10 arrive. The
+    // window is 1 % of the cost limit (999), so it holds all 50 small entries; sized in
+    // entries, it would hold one or two.
+    let store = MemoryStore<Int, Int>()
+    store.costLimit = 100_000
+    for key in 0..<100 { store.setValue(key, forKey: key, cost: 1_000) }
+    for key in 1_000..<1_050 { store.setValue(key, forKey: key, cost: 10) }
+    var state = store._evictionOrderState
+    #expect(state.window == 50, "\(state)")
+    #expect(state.windowCost == 500, "\(state)")
+    #expect(
+      state.windowCost + state.probationCost + state.protectedCost == store.statistics.totalCost)
+    #expect(store._policyMismatch() == nil)
+    // Every entry is read, then new ones arrive: protected fills to 80 % of the cost outside
+    // the window, whatever the number of entries that takes.
+    for key in store.allItems.keys { _ = store[key] }
+    for key in 2_000..<2_010 { store.setValue(key, forKey: key, cost: 1_000) }
+    state = store._evictionOrderState
+    #expect(state.protectedCost <= 80_000 && state.protectedCost > 70_000, "\(state)")
+    #expect(store._policyMismatch() == nil)
+    // Without a cost limit the lists keep no cost.
+    store.costLimit = nil
+    store.countLimit = 1_000
+    #expect(store._evictionOrderState.windowCost == 0)
+    store.countLimit = nil
+    store.costLimit = 100_000
+    state = store._evictionOrderState
+    #expect(
+      state.windowCost + state.probationCost + state.protectedCost == store.statistics.totalCost)
+    #expect(store._policyMismatch() == nil)
+  }
+
+  @Test func withACostLimitALargeCandidateNeedsMoreUsesThanASmallVictim() {
+    // 100 victims of cost 1 (weight 1), each written twice: 2 uses. Then 20 candidates of cost
+    // 16 (weight 2, the fourth root of 16), each written `writes` times (removed in between,
+    // so that every write is counted). A candidate's uses, not counting the write that
+    // brought it in, times 1 must exceed the victim's 2 times 2: five writes (4 uses) are not
+    // enough, where uses alone would admit it; six are. Each candidate admitted takes the
+    // place of 16 victims, so at most six fit.
+    func keptCandidates(writes: Int) -> Int {
+      let store = MemoryStore<Int, Int>()
+      store.costLimit = 100
+      for key in 0..<100 {
+        store.setValue(key, forKey: key, cost: 1)
+        store.setValue(key, forKey: key, cost: 1)
+      }
+      let candidates = 1_000..<1_020
+      for key in candidates {
+        for _ in 0..<writes {
+          store[key] = nil
+          store.setValue(key, forKey: key, cost: 16)
+        }
+      }
+      #expect(store._policyMismatch() == nil)
+      #expect(store.statistics.totalCost <= 100)
+      return candidates.filter { store.allItems[$0] != nil }.count
+    }
+    // The last candidate is still in the window, not judged yet.
+    #expect(keptCandidates(writes: 5) <= 2)
+    #expect(keptCandidates(writes: 6) >= 5)
+  }
+
   @Test func theWindowGrowsForRecencyAndStaysSmallForFrequency() {
     // Hill climbing: a working set that drifts (each key used in a short span, then never
     // again) is served by recency, and the window grows to nearly the whole store; hot keys

@@ -12,8 +12,8 @@ struct _OrderSegment: Sendable {
 }
 
 /// The eviction order, guarded by the write lock as part of ``_Policy``: which entry a limit
-/// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(slot:)`` one
-/// removed, ``nextVictim(in:protecting:costOnly:)``, ``endEvictions()`` at the end of each
+/// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(slot:cost:)`` one
+/// removed, ``nextVictim(in:protecting:costLimit:)``, ``endEvictions()`` at the end of each
 /// write's evictions, ``adapt(hits:misses:cacheful:)`` now and then, and
 /// ``moveEntry(from:to:)`` when the table moves an entry; a read records its use in the
 /// entry's recency word, without a lock.
@@ -43,6 +43,11 @@ struct _OrderSegment: Sendable {
 ///   large window, behaving like LRU, frequency-heavy ones a small one. The step starts at
 ///   6.25 % of the entries, shrinks by 2 % per period, and starts again when the hit ratio
 ///   moves by 5 points; a change under 0.1 point moves nothing.
+/// - When the **cost limit** is what evicts, the lists are sized in cost rather than in
+///   entries, and admission weighs each key's uses against the fourth root of its entry's cost:
+///   a large entry takes the place of several small ones, so it needs more uses than each to
+///   come in, yet one used markedly more still does (see
+///   ``nextVictim(in:protecting:costLimit:)``).
 @usableFromInline
 struct _EvictionOrder: Sendable {
   /// The lists of the order, per ring position: the next newer and the next older entry (-1:
@@ -61,6 +66,11 @@ struct _EvictionOrder: Sendable {
   /// Whether entries are kept in the eviction order: from the first limit on. A store with
   /// only a time to live or a decider never evicts for a limit, and pays nothing for it.
   @usableFromInline var isOrdered = false
+  /// Whether the lists keep the total cost of their entries: while the store has a cost
+  /// limit, which sizes them in cost when it is what evicts.
+  @usableFromInline var weighsCosts = false
+  /// The total cost of each list's entries, kept while the order ``weighsCosts``.
+  @usableFromInline var costs: (window: Int, probation: Int, protected: Int) = (0, 0, 0)
   /// How often keys were used lately.
   @usableFromInline var sketch = _FrequencySketch()
   /// The window's share of the entries, in 65 536ths.
@@ -100,10 +110,36 @@ struct _EvictionOrder: Sendable {
 
   /// Takes the entry at ring position `slot`, just removed, out of the order.
   @inlinable @inline(__always)
-  mutating func untrack(slot: Int) {
+  mutating func untrack(slot: Int, cost: Int) {
     guard isOrdered else { return }
     if slot == candidate { passCandidate() }
-    unlink(slot)
+    unlink(slot, cost: weighsCosts ? cost : 0)
+  }
+
+  /// Records that the entry at ring position `slot` now costs `change` more (a write changed
+  /// its cost). O(1).
+  @inlinable @inline(__always)
+  mutating func recost(slot: Int, by change: Int) {
+    guard isOrdered && weighsCosts && change != 0 else { return }
+    let list = lists[slot] & ~Self.uncountedWrite
+    addCost(change, to: list)
+  }
+
+  /// The total cost of the entries of `list` (0 unless the order ``weighsCosts``).
+  @inlinable @inline(__always)
+  func cost(of list: UInt8) -> Int {
+    list == Self.windowList
+      ? costs.window : list == Self.probationList ? costs.probation : costs.protected
+  }
+
+  /// Adds `cost` to the total cost of `list`.
+  @inlinable @inline(__always)
+  mutating func addCost(_ cost: Int, to list: UInt8) {
+    switch list {
+    case Self.windowList: costs.window += cost
+    case Self.probationList: costs.probation += cost
+    default: costs.protected += cost
+    }
   }
 
   /// Forgets every entry (the store was emptied); how often keys were used stays.
@@ -114,6 +150,7 @@ struct _EvictionOrder: Sendable {
     window = _OrderSegment()
     probation = _OrderSegment()
     protected = _OrderSegment()
+    costs = (0, 0, 0)
     candidate = -1
     candidates = 0
   }
@@ -125,7 +162,7 @@ struct _EvictionOrder: Sendable {
     guard isOrdered else { return }
     let position = node.slot
     ensureOrderCapacity(position)
-    link(position, newestOf: Self.windowList)
+    link(position, newestOf: Self.windowList, cost: listCost(of: node))
     guard limits.isLimited else { return }
     if sketch.words != nil {
       // Kept by every node written since the first limit, which this one is.
@@ -165,30 +202,56 @@ struct _EvictionOrder: Sendable {
 
   /// Links the entry at `position` as the newest of `list`.
   @inlinable @inline(__always)
-  mutating func link(_ position: Int, newestOf list: UInt8) {
+  mutating func link(_ position: Int, newestOf list: UInt8, cost: Int) {
     var segment = self[list: list]
     lists[position] = list
     connect(segment.newest, position, in: &segment)
     connect(position, -1, in: &segment)
     segment.count += 1
     self[list: list] = segment
+    if cost != 0 { addCost(cost, to: list) }
   }
 
   /// Takes the entry at `position` out of its list.
   @inlinable @inline(__always)
-  mutating func unlink(_ position: Int) {
+  mutating func unlink(_ position: Int, cost: Int) {
     let list = lists[position] & ~Self.uncountedWrite
     var segment = self[list: list]
     connect(Int(links.older(position)), Int(links.newer(position)), in: &segment)
     segment.count -= 1
     self[list: list] = segment
+    if cost != 0 { addCost(-cost, to: list) }
   }
 
-  /// Moves the entry at `position` to the newest end of `list`.
+  /// What the entry `node` adds to its list's cost: its cost while the order
+  /// ``weighsCosts``, else 0.
   @inlinable @inline(__always)
-  mutating func move(_ position: Int, toNewestOf list: UInt8) {
-    unlink(position)
-    link(position, newestOf: list)
+  func listCost<Key, Value>(of node: _Node<Key, Value>) -> Int {
+    weighsCosts ? node.cost : 0
+  }
+
+  /// Starts or stops keeping the lists' costs (the store gained or lost its cost limit);
+  /// starting adds up the costs of the entries of `table`. O(*n*) when it starts, else O(1).
+  @inlinable
+  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {
+    guard weighs != weighsCosts else { return }
+    weighsCosts = weighs
+    costs = (0, 0, 0)
+    for list in [Self.windowList, Self.probationList, Self.protectedList] {
+      var position = self[list: list].oldest
+      while weighs && position >= 0 {
+        addCost(table.ringNode(at: position)?.cost ?? 0, to: list)
+        position = Int(links.newer(position))
+      }
+    }
+  }
+
+  /// Moves the entry at `position`, adding `cost` to its new list's cost (see ``listCost(of:)``),
+  /// to the newest end of `list`; within its own list, `cost` does not matter.
+  @inlinable @inline(__always)
+  mutating func move(_ position: Int, toNewestOf list: UInt8, cost: Int = 0) {
+    unlink(position, cost: cost)
+    link(position, newestOf: list, cost: cost)
   }
 
   /// Records that the entry at ring position `from` moved to `to` (a hole was filled).
@@ -215,11 +278,11 @@ struct _EvictionOrder: Sendable {
     isOrdered = true
     for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
       ensureOrderCapacity(position)
-      link(position, newestOf: Self.probationList)
+      link(position, newestOf: Self.probationList, cost: 0)
     }
   }
 
-  /// The most entries one call of ``nextVictim(in:protecting:costOnly:)`` moves or passes in
+  /// The most entries one call of ``nextVictim(in:protecting:costLimit:)`` moves or passes in
   /// each list: a bound on the work of one write, whatever the counters.
   @inlinable static var maximumSteps: Int { 256 }
 
@@ -271,14 +334,20 @@ struct _EvictionOrder: Sendable {
   /// probation as candidates (or, if read, to the window's newest end). Then probation's
   /// oldest entry not read since it got there is the victim (those read move to protected);
   /// if a candidate waits, it is evicted unless its key was used more lately than the victim's,
-  /// not counting the write that brought it in. Each step is bounded by ``maximumSteps``, so one eviction is O(1).
+  /// not counting the write that brought it in. Each step is bounded by ``maximumSteps``, so
+  /// one eviction is O(1).
   ///
-  /// With `costOnly` (the store is over its cost limit, not its count limit), entries of cost 0
-  /// are passed over: they free no cost, so they are never evicted for it. Finding a costed
-  /// entry then takes O(*n*) at worst, when few entries have a cost.
+  /// With a `costLimit` (the store is over its cost limit, not its count limit, and the order
+  /// ``weighsCosts``):
+  /// - the lists are sized in cost: the window holds its share of the cost limit, protected 80 %
+  ///   of the rest, so a list of large entries holds fewer of them;
+  /// - a candidate's and the victim's uses are each weighed against the fourth root of their
+  ///   cost (``weight(ofCost:)``);
+  /// - entries of cost 0 are passed over: they free no cost, so they are never evicted for it.
+  ///   Finding a costed entry then takes O(*n*) at worst, when few entries have a cost.
   @inlinable
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costOnly: Bool = false
+    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int = 0
   ) -> _Node<Key, Value>? {
     let count = table.stagedCount
     guard count > 0 else { return nil }
@@ -287,30 +356,40 @@ struct _EvictionOrder: Sendable {
       // Safe: every position in the order holds an entry.
       _Node<Key, Value>(bits: ring[position]).unsafelyUnwrapped
     }
+    let byCost = costLimit > 0
     func isSkipped(_ position: Int) -> Bool {
-      position == protectedSlot || (costOnly && node(position).cost == 0)
+      position == protectedSlot || (byCost && node(position).cost == 0)
     }
-    let windowSize = Swift.max(1, Swift.min(count - 1, (count &* windowShare) &>> 16))
+    // The lists' sizes: in entries, or in cost when the cost limit is what evicts.
+    let windowSize: Int
+    let protectedSize: Int
+    if byCost {
+      windowSize = (costLimit &* windowShare) &>> 16
+      protectedSize = (costLimit - windowSize) * 4 / 5
+    } else {
+      windowSize = Swift.max(1, Swift.min(count - 1, (count &* windowShare) &>> 16))
+      protectedSize = (count - windowSize) * 4 / 5
+    }
     // Protected over its size: its oldest go back to probation, unless read.
-    let protectedSize = (count - windowSize) * 4 / 5
     var steps = 0
-    while protected.count > protectedSize && steps < Self.maximumSteps {
+    while (byCost ? costs.protected : protected.count) > protectedSize, steps < Self.maximumSteps {
       steps += 1
       let position = protected.oldest
-      let list =
-        takeCounter(node(position), at: position) > 0 ? Self.protectedList : Self.probationList
-      move(position, toNewestOf: list)
+      let oldest = node(position)
+      let list = takeCounter(oldest, at: position) > 0 ? Self.protectedList : Self.probationList
+      move(position, toNewestOf: list, cost: listCost(of: oldest))
     }
     // The window over its size: its oldest go to probation as candidates, unless read.
     steps = 0
-    while window.count > windowSize && steps < Self.maximumSteps {
+    while (byCost ? costs.window : window.count) > windowSize && steps < Self.maximumSteps {
       steps += 1
       let position = window.oldest
-      if takeCounter(node(position), at: position) > 0 || position == protectedSlot {
+      let oldest = node(position)
+      if takeCounter(oldest, at: position) > 0 || position == protectedSlot {
         move(position, toNewestOf: Self.windowList)
         continue
       }
-      move(position, toNewestOf: Self.probationList)
+      move(position, toNewestOf: Self.probationList, cost: listCost(of: oldest))
       if candidates == 0 { candidate = position }
       candidates += 1
     }
@@ -321,7 +400,7 @@ struct _EvictionOrder: Sendable {
       steps += 1
       let newer = Int(links.newer(victim))
       if victim == candidate { passCandidate() }
-      move(victim, toNewestOf: Self.protectedList)
+      move(victim, toNewestOf: Self.protectedList, cost: listCost(of: node(victim)))
       victim = firstEvictable(from: newer, skipping: isSkipped)
     }
     // A candidate against the victim.
@@ -336,9 +415,22 @@ struct _EvictionOrder: Sendable {
       let contender = candidate
       passCandidate()
       // The write that brought the candidate in is not counted: the victim's has had time to be
-      // forgotten. A victim with no use left gives way to any candidate.
+      // forgotten. A victim with no use left gives way to any candidate. When the cost limit
+      // evicts, uses are weighed against the fourth root of the cost: a large entry displaces
+      // several small ones, so it needs more uses than each to come in, yet one used markedly
+      // more still does.
       let victimUses = uses(node(victim), at: victim)
-      let admitted = uses(node(contender), at: contender) - 1 > victimUses || victimUses == 0
+      let contenderUses = uses(node(contender), at: contender) - 1
+      let admitted: Bool
+      if victimUses == 0 {
+        admitted = true
+      } else if byCost {
+        admitted =
+          Double(contenderUses) * Self.weight(ofCost: node(victim).cost)
+          > Double(victimUses) * Self.weight(ofCost: node(contender).cost)
+      } else {
+        admitted = contenderUses > victimUses
+      }
       return admitted ? node(victim) : node(contender)
     }
     if victim >= 0 { return node(victim) }
@@ -348,6 +440,13 @@ struct _EvictionOrder: Sendable {
     if position >= 0 { return node(position) }
     // Only the protected entry is left (or only entries of cost 0).
     return count == 1 && protectedSlot >= 0 ? node(protectedSlot) : nil
+  }
+
+  /// How much an entry of cost `cost` weighs against another's in admission: the fourth root
+  /// of its cost (at least 1).
+  @inlinable @inline(__always)
+  static func weight(ofCost cost: Int) -> Double {
+    Double(Swift.max(cost, 1)).squareRoot().squareRoot()
   }
 
   /// The first entry from `position` towards its list's newest end that `isSkipped` does not
@@ -400,6 +499,7 @@ struct _EvictionOrder: Sendable {
     for list in [Self.windowList, Self.probationList, Self.protectedList] {
       let segment = self[list: list]
       var inList = 0
+      var cost = 0
       var position = segment.oldest
       var previous = -1
       while position >= 0 {
@@ -408,12 +508,16 @@ struct _EvictionOrder: Sendable {
           Int(links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }
         inList += 1
+        cost += table.ringNode(at: position)?.cost ?? 0
         previous = position
         position = Int(links.newer(position))
       }
       if previous != segment.newest { return "list \(list) does not end at its newest" }
       if inList != segment.count {
         return "list \(list) has \(inList) entries, counts \(segment.count)"
+      }
+      if weighsCosts && cost != self.cost(of: list) {
+        return "list \(list) holds a cost of \(cost), counts \(self.cost(of: list))"
       }
       ordered += inList
     }

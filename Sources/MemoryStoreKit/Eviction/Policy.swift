@@ -36,7 +36,9 @@ struct _Policy: Sendable {
     _ new: _Node<Key, Value>, replacing old: _Node<Key, Value>?, count: Int
   ) {
     if let old, !old.isTombstone, old.hasMetadata {
-      limits.totalCost += new.cost - old.cost
+      let change = new.cost - old.cost
+      limits.totalCost += change
+      order.recost(slot: new.slot, by: change)
       expiry.track(slot: new.slot, deadline: new.deadline, replacing: old.deadline)
     } else {
       limits.totalCost += new.cost
@@ -49,7 +51,7 @@ struct _Policy: Sendable {
   @inlinable @inline(__always)
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     limits.totalCost -= node.cost
-    order.untrack(slot: node.slot)
+    order.untrack(slot: node.slot, cost: node.cost)
     expiry.untrack(slot: node.slot, deadline: node.deadline)
   }
 

@@ -342,6 +342,7 @@ extension MemoryStore {
         write.policy.order.orderAllEntries(of: _table)
         _table.startKeepingHashes()
       }
+      write.policy.order.weighCosts(write.policy.limits.costLimit > 0, of: _table)
     }
     _enforceLimits(fraction: 1, reason: nil)
   }

@@ -179,7 +179,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       }
       guard
         let victim = policy.order.nextVictim(
-          in: table, protecting: protected, costOnly: over == .costLimit)
+          in: table, protecting: protected,
+          costLimit: over == .costLimit ? policy.limits.costLimit : 0)
       else { break }
       let evictionReason = limits.reason ?? over
       if victim.slot == protected { protected = -1 }  // It was the only entry.
