@@ -65,13 +65,7 @@ func readRealTraces(in directory: String) throws -> [RealTrace] {
 
 /// Replays every trace of `directory` at its two capacities and prints the table.
 func printRealTraceHitRates(directory: String) -> Bool {
-  let traces: [RealTrace]
-  do {
-    traces = try readRealTraces(in: directory)
-  } catch {
-    progress("MemoryStoreBenchmark: could not read the traces in \(directory): \(error)")
-    return false
-  }
+  guard let traces = readTraces(in: directory, with: readRealTraces) else { return false }
   guard !traces.isEmpty else {
     progress("MemoryStoreBenchmark: no .u64 or .oracleGeneral trace in \(directory)")
     return false
@@ -172,13 +166,7 @@ func readSizedTraces(in directory: String) throws -> [SizedHitRateTrace] {
 /// Prints the cost limit's object and byte hit rates on the traces with sizes of `directory`
 /// beside size-aware strict LRU; returns whether the cost limit held after every run.
 func printSizedTraceHitRates(directory: String) -> Bool {
-  let traces: [SizedHitRateTrace]
-  do {
-    traces = try readSizedTraces(in: directory)
-  } catch {
-    progress("MemoryStoreBenchmark: could not read the traces with sizes in \(directory): \(error)")
-    return false
-  }
+  guard let traces = readTraces(in: directory, with: readSizedTraces) else { return false }
   print("## Hit rate with sizes: cost limit against size-aware strict LRU")
   print("")
   for trace in traces {
@@ -186,4 +174,14 @@ func printSizedTraceHitRates(directory: String) -> Bool {
   }
   print("")
   return printSizedHitRateTable(traces)
+}
+
+/// The traces `read` finds in `directory`, or `nil` after saying why it could not.
+func readTraces<Trace>(in directory: String, with read: (String) throws -> [Trace]) -> [Trace]? {
+  do {
+    return try read(directory)
+  } catch {
+    progress("MemoryStoreBenchmark: could not read the traces in \(directory): \(error)")
+    return nil
+  }
 }
