@@ -111,6 +111,19 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func aHugeCostLimitSizesTheListsWithoutOverflowing() {
+    // 2^60 is over what a cost limit times the window's share (in 65 536ths) can hold in 64
+    // bits. Entries of the largest cost (2^48) fill it: the window holds about 1 % of it,
+    // some 40 of them.
+    let store = MemoryStore<Int, Int>()
+    store.costLimit = 1 << 60
+    for key in 0..<4_200 { store.setValue(key, forKey: key, cost: Int.max) }
+    let state = store._evictionOrderState
+    #expect(store.count == 4_096)
+    #expect(state.window >= 35 && state.window <= 45, "\(state)")
+    #expect(store._policyMismatch() == nil)
+  }
+
   @Test func withACostLimitALargeCandidateNeedsMoreUsesThanASmallVictim() {
     // 100 victims of cost 1 (weight 1), each written twice: 2 uses. Then 20 candidates of cost
     // 16 (weight 2, the fourth root of 16), each written `writes` times (removed in between,

@@ -364,8 +364,9 @@ struct _EvictionOrder: Sendable {
     let windowSize: Int
     let protectedSize: Int
     if byCost {
-      windowSize = (costLimit &* windowShare) &>> 16
-      protectedSize = (costLimit - windowSize) * 4 / 5
+      // In two parts, so that no cost limit overflows (the share is under 2^16).
+      windowSize = (costLimit >> 16) * windowShare + ((costLimit & 0xFFFF) * windowShare) >> 16
+      protectedSize = (costLimit - windowSize) / 5 * 4
     } else {
       windowSize = Swift.max(1, Swift.min(count - 1, (count &* windowShare) &>> 16))
       protectedSize = (count - windowSize) * 4 / 5
