@@ -43,12 +43,16 @@ extension MemoryStore {
   /// ``entryCost`` returns for it, or 0. A read-modify-write (``update(forKey:_:)``,
   /// `merge(_:uniquingKeysWith:)`) without ``entryCost`` keeps the cost of the entry it
   /// changes, as does ``touch(_:timeToLive:)``. Enforced like ``countLimit``, with reason
-  /// ``ChangeReason/evictedByCostLimit``.
+  /// ``ChangeReason/evictedByCostLimit``, in the same order with two differences while the
+  /// cost limit is what evicts: the order's lists are sized in cost, and a new key's uses are
+  /// weighed against the fourth root of its cost, so that a large entry needs more uses than
+  /// the small ones it would push out (see <doc:Eviction>).
   /// An entry whose cost alone exceeds the limit is evicted by its own write and evicts
   /// nothing else (a key it replaced is then gone too); a get-or-create still returns such a
   /// value to its callers. Entries of cost 0 are never evicted to meet the cost limit (only
   /// the count limit removes them); finding a costed entry to evict is O(*n*) at worst, when
-  /// few entries have a cost. Thread-safe.
+  /// few entries have a cost. Setting a cost limit where there was none is O(*n*) (the order
+  /// adds up its lists' costs). Thread-safe.
   public var costLimit: Int? {
     get { _writer.withLock { $0.policy.limits.costLimit }.nonZero }
     set { _setLimit(\.limits.costLimit, to: newValue) }
