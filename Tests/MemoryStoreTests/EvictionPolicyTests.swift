@@ -330,6 +330,24 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
+  @Test func aLinksWordKeepsBothLinksAndTheTagApart() {
+    // Each of the three fields of a position's word is set without touching the others, from
+    // none (-1) to the largest position.
+    var links = _OrderLinks()
+    links.grow(toHold: 3)
+    let largest = Int32(_OrderLinks.maximumPosition)
+    links.set(2, newer: largest, older: -1, tag: 3 | _EvictionOrder.uncountedWrite)
+    #expect(links.newer(2) == largest && links.older(2) == -1)
+    #expect(links.tag(2) == 3 | _EvictionOrder.uncountedWrite)
+    links.setOlder(2, largest - 1)
+    links.setNewer(2, -1)
+    links.setTag(2, 1)
+    #expect(links.newer(2) == -1 && links.older(2) == largest - 1 && links.tag(2) == 1)
+    links.setNewer(2, 0)
+    #expect(links.newer(2) == 0 && links.older(2) == largest - 1 && links.tag(2) == 1)
+    #expect(links.newer(1) == -1 && links.older(3) == -1 && links.tag(1) == 0)
+  }
+
   @Test func theSketchCountsUsesUpToFifteenAndHalvesEveryTenUsesPerEntry() {
     var sketch = _FrequencySketch()
     sketch.ensureCapacity(64)

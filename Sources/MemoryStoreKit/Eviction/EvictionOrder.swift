@@ -51,11 +51,9 @@ struct _OrderSegment: Sendable {
 @usableFromInline
 struct _EvictionOrder: Sendable {
   /// The lists of the order, per ring position: the next newer and the next older entry (-1:
-  /// none) within the entry's list.
+  /// none) within the entry's list, and the entry's tag: the list it is in (``windowList``,
+  /// ``probationList`` or ``protectedList``) and ``uncountedWrite``.
   @usableFromInline var links = _OrderLinks()
-  /// Per ring position, the list the entry is in: ``windowList``, ``probationList`` or
-  /// ``protectedList``.
-  @usableFromInline var lists = _ChunkedArray<UInt8>()
   @usableFromInline var window = _OrderSegment()
   @usableFromInline var probation = _OrderSegment()
   @usableFromInline var protected = _OrderSegment()
@@ -91,7 +89,7 @@ struct _EvictionOrder: Sendable {
   @inlinable static var protectedList: UInt8 { 3 }
   /// The bit of a list tag that marks an entry admitted before the sketch was made: its write
   /// is a use not counted yet.
-  @inlinable static var uncountedWrite: UInt8 { 0x80 }
+  @inlinable static var uncountedWrite: UInt8 { 4 }
 
   /// The list `list`.
   @inlinable
@@ -121,8 +119,7 @@ struct _EvictionOrder: Sendable {
   @inlinable @inline(__always)
   mutating func recost(slot: Int, by change: Int) {
     guard isOrdered && weighsCosts && change != 0 else { return }
-    let list = lists[slot] & ~Self.uncountedWrite
-    addCost(change, to: list)
+    addCost(change, to: links.tag(slot) & ~Self.uncountedWrite)
   }
 
   /// The total cost of the entries of `list` (0 unless the order ``weighsCosts``).
@@ -146,7 +143,6 @@ struct _EvictionOrder: Sendable {
   @inlinable
   mutating func removeAll() {
     links = _OrderLinks()
-    lists = _ChunkedArray()
     window = _OrderSegment()
     probation = _OrderSegment()
     protected = _OrderSegment()
@@ -170,7 +166,7 @@ struct _EvictionOrder: Sendable {
     } else {
       // Before the first eviction there is no sketch: the use waits in the entry's list tag
       // (``uncountedWrite``), added to the sketch when the writer first looks at the entry.
-      lists[position] = Self.windowList | Self.uncountedWrite
+      links.setTag(position, Self.windowList | Self.uncountedWrite)
     }
     admissionsSinceCheck &+= 1
   }
@@ -178,10 +174,7 @@ struct _EvictionOrder: Sendable {
   /// Makes room for ring position `position` in the order's links.
   @inlinable @inline(__always)
   mutating func ensureOrderCapacity(_ position: Int) {
-    if position >= links.capacity {
-      links.grow(toHold: position)
-      lists.append(0, upTo: links.capacity)
-    }
+    if position >= links.capacity { links.grow(toHold: position) }
   }
 
   /// Makes the entry at `newer` follow the one at `older` in `segment`; -1 for either end
@@ -204,9 +197,14 @@ struct _EvictionOrder: Sendable {
   @inlinable @inline(__always)
   mutating func link(_ position: Int, newestOf list: UInt8, cost: Int) {
     var segment = self[list: list]
-    lists[position] = list
-    connect(segment.newest, position, in: &segment)
-    connect(position, -1, in: &segment)
+    let previous = segment.newest
+    links.set(position, newer: -1, older: Int32(truncatingIfNeeded: previous), tag: list)
+    if previous >= 0 {
+      links.setNewer(previous, Int32(truncatingIfNeeded: position))
+    } else {
+      segment.oldest = position
+    }
+    segment.newest = position
     segment.count += 1
     self[list: list] = segment
     if cost != 0 { addCost(cost, to: list) }
@@ -215,7 +213,7 @@ struct _EvictionOrder: Sendable {
   /// Takes the entry at `position` out of its list.
   @inlinable @inline(__always)
   mutating func unlink(_ position: Int, cost: Int) {
-    let list = lists[position] & ~Self.uncountedWrite
+    let list = links.tag(position) & ~Self.uncountedWrite
     var segment = self[list: list]
     connect(Int(links.older(position)), Int(links.newer(position)), in: &segment)
     segment.count -= 1
@@ -259,12 +257,12 @@ struct _EvictionOrder: Sendable {
   mutating func moveEntry(from: Int, to: Int) {
     guard isOrdered else { return }
     ensureOrderCapacity(to)
-    let tag = lists[from]
+    let tag = links.tag(from)
     let list = tag & ~Self.uncountedWrite
     var segment = self[list: list]
     let older = Int(links.older(from))
     let newer = Int(links.newer(from))
-    lists[to] = tag
+    links.setTag(to, tag)
     connect(older, to, in: &segment)
     connect(to, newer, in: &segment)
     self[list: list] = segment
@@ -293,9 +291,9 @@ struct _EvictionOrder: Sendable {
   mutating func takeCounter<Key, Value>(_ node: _Node<Key, Value>, at position: Int) -> UInt32 {
     let word = node.recency.pointee.load(ordering: .relaxed)
     let counter = word & 3
-    let tag = lists[position]
+    let tag = links.tag(position)
     let uncounted = tag >= Self.uncountedWrite && sketch.words != nil ? 1 : 0
-    if uncounted != 0 { lists[position] = tag & ~Self.uncountedWrite }
+    if uncounted != 0 { links.setTag(position, tag & ~Self.uncountedWrite) }
     if counter != 0 { node.recency.pointee.store(word & ~3, ordering: .relaxed) }
     if counter != 0 || uncounted != 0 {
       sketch.increment(node.hash, by: Int(counter) + uncounted)
@@ -308,7 +306,7 @@ struct _EvictionOrder: Sendable {
   @inlinable @inline(__always)
   func uses<Key, Value>(_ node: _Node<Key, Value>, at position: Int) -> Int {
     sketch.frequency(node.hash) + Int(node.recency.pointee.load(ordering: .relaxed) & 3)
-      + (lists[position] & Self.uncountedWrite != 0 ? 1 : 0)
+      + (links.tag(position) & Self.uncountedWrite != 0 ? 1 : 0)
   }
 
   /// Passes the oldest candidate: it stays in probation, judged.
@@ -505,7 +503,7 @@ struct _EvictionOrder: Sendable {
       var previous = -1
       while position >= 0 {
         guard inList < entries, table.ringNode(at: position) != nil,
-          lists[position] & ~Self.uncountedWrite == list,
+          links.tag(position) & ~Self.uncountedWrite == list,
           Int(links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }
         inList += 1

@@ -21,10 +21,10 @@ extension MemoryStore {
   /// Setting a limit makes entries carry their metadata in their nodes (16 bytes each, more
   /// for a cost or a deadline), and reads note recency in the node they found (one relaxed
   /// atomic load per hit, and a store only when the entry's counter changes); the eviction
-  /// order takes 8 bytes per entry, plus 1 byte for the entry's list, and, once it evicts, its
-  /// sketch of how often keys were used 8 to 16 bytes per entry of the limit (one 64-bit word
-  /// per entry, rounded up to a power of two). Setting the first limit on a large
-  /// store is O(*n*). Thread-safe.
+  /// order takes 8 bytes per entry and, once it evicts, its sketch of how often keys were used
+  /// 8 to 16 bytes per entry of the limit (one 64-bit word per entry, rounded up to a power of
+  /// two). A store with a limit holds at most 2^30 - 1 (1 073 741 823) entries. Setting the
+  /// first limit on a large store is O(*n*). Thread-safe.
   public var countLimit: Int? {
     get { _writer.withLock { $0.policy.limits.countLimit }.nonZero }
     set { _setLimit(\.limits.countLimit, to: newValue) }

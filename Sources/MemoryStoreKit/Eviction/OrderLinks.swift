@@ -1,17 +1,28 @@
-/// The links of the eviction order: per ring position, the next newer and the next older
-/// entry, side by side (one cache line serves both), in memory of its own (a
+/// The links of the eviction order: per ring position, one word holding the next newer and
+/// the next older entry and the list the entry is in (its *tag*), so that placing, moving or
+/// judging an entry touches one cache line of them; in memory of its own (a
 /// ``_ChunkedArray``), so that using it costs no reference counting, no exclusivity check and
 /// no uniqueness check of an array.
 ///
-/// Memory: 8 bytes per ring position. A position's links are meaningful only while its
-/// entry is in the order.
+/// A word holds the newer entry's position plus one in bits 0 to 29 (0: none), the older
+/// entry's in bits 30 to 59, and the tag in bits 60 to 63 (``_EvictionOrder/windowList`` and
+/// the others, and ``_EvictionOrder/uncountedWrite``). So positions go up to
+/// ``maximumPosition``, over a billion entries.
+///
+/// Memory: 8 bytes per ring position. A position's word is meaningful only while its entry is
+/// in the order.
 @usableFromInline
 struct _OrderLinks: Sendable {
-  /// Newer in the low 32 bits, older in the high ones, per position; in chunks, so that
-  /// growing never copies them all inside one write.
+  /// One word per position; in chunks, so that growing never copies them all inside one write.
   @usableFromInline var words = _ChunkedArray<UInt64>()
 
   @inlinable init() {}
+
+  /// The largest position a word can name.
+  @inlinable static var maximumPosition: Int { (1 << 30) - 2 }
+
+  /// The bits of one link field.
+  @inlinable static var linkMask: UInt64 { (1 << 30) - 1 }
 
   /// The number of positions that have links.
   @inlinable @inline(__always)
@@ -19,28 +30,53 @@ struct _OrderLinks: Sendable {
 
   @inlinable @inline(__always)
   func newer(_ position: Int) -> Int32 {
-    Int32(truncatingIfNeeded: words[position])
+    Int32(truncatingIfNeeded: words[position] & Self.linkMask) &- 1
   }
 
   @inlinable @inline(__always)
   func older(_ position: Int) -> Int32 {
-    Int32(truncatingIfNeeded: words[position] >> 32)
+    Int32(truncatingIfNeeded: (words[position] &>> 30) & Self.linkMask) &- 1
+  }
+
+  /// The tag of `position`: the list its entry is in, and whether its write is counted.
+  @inlinable @inline(__always)
+  func tag(_ position: Int) -> UInt8 {
+    UInt8(truncatingIfNeeded: words[position] &>> 60)
   }
 
   @inlinable @inline(__always)
   func setNewer(_ position: Int, _ newer: Int32) {
-    words[position] = words[position] & 0xFFFF_FFFF_0000_0000 | UInt64(UInt32(bitPattern: newer))
+    words[position] =
+      words[position] & ~Self.linkMask | UInt64(UInt32(bitPattern: newer &+ 1)) & Self.linkMask
   }
 
   @inlinable @inline(__always)
   func setOlder(_ position: Int, _ older: Int32) {
-    words[position] = words[position] & 0xFFFF_FFFF | UInt64(UInt32(bitPattern: older)) << 32
+    words[position] =
+      words[position] & ~(Self.linkMask &<< 30)
+      | (UInt64(UInt32(bitPattern: older &+ 1)) & Self.linkMask) &<< 30
+  }
+
+  @inlinable @inline(__always)
+  func setTag(_ position: Int, _ tag: UInt8) {
+    words[position] = words[position] & ((1 &<< 60) - 1) | UInt64(tag) &<< 60
+  }
+
+  /// Sets every field of `position` at once.
+  @inlinable @inline(__always)
+  func set(_ position: Int, newer: Int32, older: Int32, tag: UInt8) {
+    words[position] =
+      UInt64(UInt32(bitPattern: newer &+ 1)) & Self.linkMask
+      | (UInt64(UInt32(bitPattern: older &+ 1)) & Self.linkMask) &<< 30 | UInt64(tag) &<< 60
   }
 
   /// Grows to hold position `position` at least, with zero links. O(1) amortised per
   /// position, and never a copy of the links.
   @inlinable
   mutating func grow(toHold position: Int) {
+    precondition(
+      position <= Self.maximumPosition,
+      "MemoryStore: a store with a limit holds at most \(Self.maximumPosition + 1) entries")
     words.append(0, upTo: position + 1)
   }
 }
