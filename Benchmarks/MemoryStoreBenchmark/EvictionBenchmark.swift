@@ -279,28 +279,23 @@ func printSizedHitRateTable(_ traces: [SizedHitRateTrace]) -> Bool {
   print("|---|---:|---:|---:|---:|---:|")
   var limitHeld = true
   for trace in traces {
-    printSizedRows(trace, limitHeld: &limitHeld)
+    for capacity in trace.capacities {
+      let lru = sizedLRUHitRates(trace, capacity: capacity)
+      let ours = storeSizedHitRates(trace, capacity: capacity)
+      limitHeld = limitHeld && ours.withinLimit
+      print(
+        "| \(trace.name) | \(capacity) | \(fixed(lru.objects * 100, 2)) % "
+          + "| \(fixed(ours.objects * 100, 2)) % | \(fixed(lru.bytes * 100, 2)) % "
+          + "| \(fixed(ours.bytes * 100, 2)) % |")
+      progress(
+        "sized hit rate of \(trace.name) at \(capacity): LRU \(fixed(lru.objects * 100, 2)), "
+          + "MemoryStore \(fixed(ours.objects * 100, 2))")
+    }
   }
   print("")
   print("- The cost limit held after every run: \(limitHeld ? "yes" : "**NO**")")
   print("")
   return limitHeld
-}
-
-/// The rows of `trace` in the table of hit rates with sizes.
-private func printSizedRows(_ trace: SizedHitRateTrace, limitHeld: inout Bool) {
-  for capacity in trace.capacities {
-    let lru = sizedLRUHitRates(trace, capacity: capacity)
-    let ours = storeSizedHitRates(trace, capacity: capacity)
-    limitHeld = limitHeld && ours.withinLimit
-    print(
-      "| \(trace.name) | \(capacity) | \(fixed(lru.objects * 100, 2)) % "
-        + "| \(fixed(ours.objects * 100, 2)) % | \(fixed(lru.bytes * 100, 2)) % "
-        + "| \(fixed(ours.bytes * 100, 2)) % |")
-    progress(
-      "sized hit rate at \(capacity): LRU \(fixed(lru.objects * 100, 2)), MemoryStore "
-        + "\(fixed(ours.objects * 100, 2))")
-  }
 }
 
 /// `value` with two decimals and an explicit sign.

@@ -12,7 +12,7 @@ struct _OrderSegment: Sendable {
 }
 
 /// The eviction order, guarded by the write lock as part of ``_Policy``: which entry a limit
-/// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(slot:cost:)`` one
+/// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(_:)`` one
 /// removed, ``nextVictim(in:protecting:costLimit:)``, ``endEvictions()`` at the end of each
 /// write's evictions, ``adapt(hits:misses:cacheful:)`` now and then, and
 /// ``moveEntry(from:to:)`` when the table moves an entry; a read records its use in the
@@ -106,12 +106,13 @@ struct _EvictionOrder: Sendable {
     }
   }
 
-  /// Takes the entry at ring position `slot`, just removed, out of the order.
+  /// Takes `node`, an entry just removed, out of the order.
   @inlinable @inline(__always)
-  mutating func untrack(slot: Int, cost: Int) {
+  mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     guard isOrdered else { return }
+    let slot = node.slot
     if slot == candidate { passCandidate() }
-    unlink(slot, cost: weighsCosts ? cost : 0)
+    unlink(slot, cost: listCost(of: node))
   }
 
   /// Records that the entry at ring position `slot` now costs `change` more (a write changed
@@ -235,9 +236,10 @@ struct _EvictionOrder: Sendable {
     guard weighs != weighsCosts else { return }
     weighsCosts = weighs
     costs = (0, 0, 0)
+    guard weighs else { return }
     for list in [Self.windowList, Self.probationList, Self.protectedList] {
       var position = self[list: list].oldest
-      while weighs && position >= 0 {
+      while position >= 0 {
         addCost(table.ringNode(at: position)?.cost ?? 0, to: list)
         position = Int(links.newer(position))
       }
@@ -395,11 +397,13 @@ struct _EvictionOrder: Sendable {
     // The victim: probation's oldest not read since it got there.
     steps = 0
     var victim = firstEvictable(from: probation.oldest, skipping: isSkipped)
-    while victim >= 0 && steps < Self.maximumSteps && takeCounter(node(victim), at: victim) > 0 {
+    while victim >= 0 && steps < Self.maximumSteps,
+      case let read = node(victim), takeCounter(read, at: victim) > 0
+    {
       steps += 1
       let newer = Int(links.newer(victim))
       if victim == candidate { passCandidate() }
-      move(victim, toNewestOf: Self.protectedList, cost: listCost(of: node(victim)))
+      move(victim, toNewestOf: Self.protectedList, cost: listCost(of: read))
       victim = firstEvictable(from: newer, skipping: isSkipped)
     }
     // A candidate against the victim.
@@ -502,12 +506,12 @@ struct _EvictionOrder: Sendable {
       var position = segment.oldest
       var previous = -1
       while position >= 0 {
-        guard inList < entries, table.ringNode(at: position) != nil,
+        guard inList < entries, let node = table.ringNode(at: position),
           links.tag(position) & ~Self.uncountedWrite == list,
           Int(links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }
         inList += 1
-        cost += table.ringNode(at: position)?.cost ?? 0
+        cost += node.cost
         previous = position
         position = Int(links.newer(position))
       }

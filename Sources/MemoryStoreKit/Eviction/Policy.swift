@@ -51,7 +51,7 @@ struct _Policy: Sendable {
   @inlinable @inline(__always)
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     limits.totalCost -= node.cost
-    order.untrack(slot: node.slot, cost: node.cost)
+    order.untrack(node)
     expiry.untrack(slot: node.slot, deadline: node.deadline)
   }
 
