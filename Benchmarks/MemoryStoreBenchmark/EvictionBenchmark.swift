@@ -50,10 +50,21 @@ struct StrictLRU {
 
   /// Looks `key` up, inserting it on a miss; returns whether it was a hit.
   mutating func access(_ key: Int) -> Bool {
-    if let slot = slots[key] {
-      moveToFront(slot)
-      return true
-    }
+    if read(key) { return true }
+    insert(key)
+    return false
+  }
+
+  /// Looks `key` up: a hit moves it to the front. Returns whether it was a hit.
+  mutating func read(_ key: Int) -> Bool {
+    guard let slot = slots[key] else { return false }
+    moveToFront(slot)
+    return true
+  }
+
+  /// Puts `key` at the front, evicting the least recent key if the cache is full.
+  mutating func insert(_ key: Int) {
+    if read(key) { return }
     let slot: Int
     if keys.count < capacity {
       slot = keys.count
@@ -68,7 +79,6 @@ struct StrictLRU {
     }
     slots[key] = slot
     pushFront(slot)
-    return false
   }
 
   private mutating func unlink(_ slot: Int) {
@@ -114,6 +124,55 @@ func storeHitRate(_ trace: [Int], capacity: Int) -> (rate: Double, withinLimit: 
     }
   }
   return (Double(hits) / Double(trace.count), store.count <= capacity)
+}
+
+/// The hit rate of a cache used by `threads` threads at once: each takes the trace's next 64
+/// accesses from one shared index and, for each, looks the key up and inserts it on a miss (two
+/// calls, as a user of a cache makes them). The accesses keep the trace's order up to the few
+/// blocks that run at the same time, and the repeats of a key close together mostly stay on
+/// one thread; those that do not can miss twice (two threads missing the same key at once),
+/// for any cache alike.
+func concurrentHitRate(
+  _ trace: [Int], threads: Int, lookup: @Sendable (Int) -> Bool,
+  insert: @Sendable (Int) -> Void
+) -> Double {
+  let next = Atomic<Int>(0)
+  let hits = Atomic<Int>(0)
+  DispatchQueue.concurrentPerform(iterations: threads) { _ in
+    var laneHits = 0
+    while case let start = next.wrappingAdd(64, ordering: .relaxed).oldValue, start < trace.count {
+      for key in trace[start..<min(start + 64, trace.count)] {
+        if lookup(key) {
+          laneHits += 1
+        } else {
+          insert(key)
+        }
+      }
+    }
+    hits.wrappingAdd(laneHits, ordering: .relaxed)
+  }
+  return Double(hits.load(ordering: .relaxed)) / Double(trace.count)
+}
+
+/// The hit rates of strict LRU behind a `Mutex` and of a MemoryStore with `countLimit =
+/// capacity`, each used as a cache by `threads` threads at once (see
+/// ``concurrentHitRate(_:threads:lookup:insert:)``), and whether the store's limit held. Beside
+/// the single-thread rates, LRU's change shows what the threads' reordering costs any cache;
+/// the store's, beyond it, what its bookkeeping (reads record their use without a lock, the
+/// writer folds them in) costs under concurrency.
+func concurrentHitRates(
+  _ trace: [Int], capacity: Int, threads: Int
+) -> (lru: Double, store: Double, withinLimit: Bool) {
+  let lru = Mutex(StrictLRU(capacity: capacity))
+  let lruRate = concurrentHitRate(
+    trace, threads: threads, lookup: { key in lru.withLock { $0.read(key) } },
+    insert: { key in lru.withLock { $0.insert(key) } })
+  let store = MemoryStore<Int, Int>(name: "hit-rate")
+  store.countLimit = capacity
+  let storeRate = concurrentHitRate(
+    trace, threads: threads, lookup: { key in store[key] != nil },
+    insert: { key in store[key] = key })
+  return (lruRate, storeRate, store.count <= capacity)
 }
 
 /// One row of a hit-rate table: strict LRU, the store and Belady on `trace` at `capacity`, in

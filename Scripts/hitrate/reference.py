@@ -83,7 +83,9 @@ def read_benchmark(path):
     with open(path, encoding="utf-8") as file:
         for line in file:
             cells = [cell.strip().rstrip(" %") for cell in line.strip().strip("|").split("|")]
-            if len(cells) == 7 and cells[1].isdigit():
+            # 7 cells in the eviction section's table; 11 in the real-trace table, whose last
+            # four are the replays on several threads.
+            if len(cells) in (7, 11) and cells[1].isdigit():
                 values = [float(cell) for cell in cells[2:5]]
                 rows[(cells[0], int(cells[1]))] = dict(zip(["LRU", "MemoryStore", "Belady"], values))
             elif len(cells) == 6 and cells[1].isdigit() and cells[0].endswith("-sized"):
