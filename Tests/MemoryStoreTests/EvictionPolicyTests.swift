@@ -373,4 +373,68 @@ import Testing
     #expect(sketch.wordCount == 256)
     #expect(sketch.frequency(keys[7]) == 0)
   }
+
+  @Test func aKeyEvictedLatelyMovesTheWindowWhenItComesBack() {
+    var ghosts = _EvictionGhosts()
+    #expect(ghosts.windowChange(returning: 1, window: 10) == 0)  // Nothing made yet.
+    ghosts.ensureCapacity(1_000)
+    // 40 hashes in distinct cells of the table (256 cells), so that none overwrites another.
+    var hashes: [Int] = []
+    var cells = Set<Int>()
+    var candidate = 1
+    while hashes.count < 40 {
+      if cells.insert(ghosts.cell(of: candidate).index).inserted { hashes.append(candidate) }
+      candidate += 1
+    }
+    ghosts.record(hashes[0], rejected: true)
+    ghosts.record(hashes[1], rejected: false)
+    // A rejected candidate back soon: a larger window would have kept it. A victim back soon:
+    // a larger main region would have. Each kind evicted once: steps of 4 entries.
+    #expect(ghosts.windowChange(returning: hashes[0], window: 10) == 4)
+    #expect(ghosts.windowChange(returning: hashes[1], window: 10) == -4)
+    // Each return counts once; a key not evicted counts nothing.
+    #expect(ghosts.windowChange(returning: hashes[0], window: 10) == 0)
+    #expect(ghosts.windowChange(returning: hashes[2], window: 10) == 0)
+    // Five more rejections (six in all) and one more victim (two): a victim's return moves
+    // the window three times as far as a rejected candidate's, whose returns are three times
+    // as likely by chance alone.
+    for index in 3..<8 { ghosts.record(hashes[index], rejected: true) }
+    ghosts.record(hashes[8], rejected: false)
+    #expect(ghosts.windowChange(returning: hashes[8], window: 10) == -12)
+    #expect(ghosts.windowChange(returning: hashes[3], window: 10) == 4)
+    // Back only after more than twice the window's size in evictions: too late to count.
+    ghosts.record(hashes[9], rejected: true)
+    for index in 10..<31 { ghosts.record(hashes[index], rejected: false) }
+    #expect(ghosts.windowChange(returning: hashes[9], window: 10) == 0)
+    #expect(ghosts.windowChange(returning: hashes[30], window: 10) < 0)
+  }
+
+  @Test func theWindowGrowsAtOnceForKeysThatComeBackJustAfterLeavingIt() {
+    // Each key is used twice, 40 accesses apart (20 new keys in between), among keys used
+    // often: the window of 1 % (10 entries) lets every key leave before it comes back, and
+    // admission, which weighs its one use against keys used often, evicts it. The keys coming
+    // back grow the window within a few cache-fuls, long before the hill climber's first look
+    // (after ten).
+    let store = MemoryStore<Int, Int>()
+    store.countLimit = 1_000
+    var random = SplitMix64(seed: 7)
+    var hits = 0
+    var lookups = 0
+    for step in 0..<6_000 {
+      // Every other access: one of 600 keys used often, or a key used twice.
+      let key =
+        step % 2 == 0
+        ? Int(random.below(600)) : 1_000_000 + (step % 4 == 1 ? step : step - 42)
+      let hit = store[key] != nil
+      if !hit { store[key] = key }
+      if step >= 3_000 && step % 4 == 3 {
+        lookups += 1
+        if hit { hits += 1 }
+      }
+    }
+    let window = store._evictionOrderState.windowShare
+    #expect(window > 4 * 655, "window \(window) / 65 536")
+    #expect(Double(hits) / Double(lookups) > 0.9, "\(hits) of \(lookups) second uses hit")
+    #expect(store._policyMismatch() == nil)
+  }
 }
