@@ -13,11 +13,11 @@
 /// together needs a larger window at once.
 ///
 /// Each evicted key takes one 32-bit cell of a table of a quarter of the store's entries
-/// (rounded up to a power of two; about a byte per entry): 20 bits of its hash, to tell it from
-/// the other keys of its cell, the time of its eviction (11 bits, in 1/512 of the entries'
+/// (rounded up to a power of two; about a byte per entry): 16 bits of its hash, to tell it from
+/// the other keys of its cell, the time of its eviction (15 bits, in 1/4 096 of the entries'
 /// evictions), and its kind. A later eviction in the same cell overwrites it: the table
-/// forgets, but a key is only ever taken for another when 20 bits of their hashes match, about
-/// one chance in 500 000 per lookup. The table is made with the frequency sketch, at the first eviction, and only
+/// forgets, but a key is only ever taken for itself when 16 bits of its hash match, one chance
+/// in 65 536. The table is made with the frequency sketch, at the first eviction, and only
 /// the write lock holder uses it.
 @usableFromInline
 struct _EvictionGhosts: @unchecked Sendable {
@@ -54,7 +54,7 @@ struct _EvictionGhosts: @unchecked Sendable {
   @inlinable @inline(__always)
   mutating func ensureCapacity(_ entries: Int) {
     halvingPeriod = Swift.max(entries, 1)
-    evictionsPerTick = Swift.max(1, entries >> 9)
+    evictionsPerTick = Swift.max(1, entries >> 12)
     guard cellMask < Swift.max(entries, 512) >> 3 else { return }
     grow(toHold: entries)
   }
@@ -70,12 +70,12 @@ struct _EvictionGhosts: @unchecked Sendable {
     cellMask = cells - 1
   }
 
-  /// The cell of the key whose hash is `hash`: its index and the 20 bits of the hash that tell
+  /// The cell of the key whose hash is `hash`: its index and the 16 bits of the hash that tell
   /// it from the other keys of the cell (never 0, so that an empty cell matches no key).
   @inlinable @inline(__always)
   func cell(of hash: Int) -> (index: Int, tag: UInt32) {
     let bits = _FrequencySketch.spread(hash)
-    return (Int(truncatingIfNeeded: bits) & cellMask, UInt32(truncatingIfNeeded: bits >> 44) | 1)
+    return (Int(truncatingIfNeeded: bits) & cellMask, UInt32(truncatingIfNeeded: bits >> 48) | 1)
   }
 
   /// Records that the key whose hash is `hash` was evicted, as a rejected candidate or as a
@@ -85,7 +85,7 @@ struct _EvictionGhosts: @unchecked Sendable {
     guard let words else { return }
     let (index, tag) = cell(of: hash)
     let shift = UInt64(index & 1) << 5
-    let value = tag << 12 | (tick & 0x7FF) << 1 | (rejected ? 1 : 0)
+    let value = tag << 16 | (tick & 0x7FFF) << 1 | (rejected ? 1 : 0)
     words[index >> 1] =
       words[index >> 1] & ~(0xFFFF_FFFF << shift) | UInt64(value) << shift
     if rejected { rejections += 1 } else { victims += 1 }
@@ -111,9 +111,9 @@ struct _EvictionGhosts: @unchecked Sendable {
     let (index, tag) = cell(of: hash)
     let shift = UInt64(index & 1) << 5
     let value = UInt32(truncatingIfNeeded: words[index >> 1] >> shift)
-    guard value >> 12 == tag else { return 0 }
+    guard value >> 16 == tag else { return 0 }
     words[index >> 1] &= ~(0xFFFF_FFFF << shift)
-    let age = Int((tick &- (value >> 1)) & 0x7FF)
+    let age = Int((tick &- (value >> 1)) & 0x7FFF)
     guard age <= 2 * window / evictionsPerTick + 1 else { return 0 }
     return value & 1 != 0
       ? Self.step * Swift.min(Swift.max(1, victims / Swift.max(rejections, 1)), Self.maximumRatio)
