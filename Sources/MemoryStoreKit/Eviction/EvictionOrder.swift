@@ -71,11 +71,6 @@ struct _EvictionOrder: Sendable {
   @usableFromInline var costs: (window: Int, probation: Int, protected: Int) = (0, 0, 0)
   /// How often keys were used lately.
   @usableFromInline var sketch = _FrequencySketch()
-  /// The keys evicted lately, and how: their returns move the window.
-  @usableFromInline var ghosts = _EvictionGhosts()
-  /// The part of a step of the window (in 65 536ths) that the ghosts moved it by and that is
-  /// not applied yet.
-  @usableFromInline var pendingShare = 0.0
   /// The window's share of the entries, in 65 536ths.
   @usableFromInline var windowShare = 655
   /// The hill climber: the next step (in 65 536ths, signed), the previous period's hit ratio,
@@ -168,35 +163,13 @@ struct _EvictionOrder: Sendable {
     guard limits.isLimited else { return }
     if sketch.words != nil {
       // Kept by every node written since the first limit, which this one is.
-      let hash = node.hash
-      sketch.increment(hash)
-      let change = ghosts.windowChange(returning: hash, window: window.count)
-      if change != 0 { moveWindow(byEntries: change, count: count) }
+      sketch.increment(node.hash)
     } else {
       // Before the first eviction there is no sketch: the use waits in the entry's list tag
       // (``uncountedWrite``), added to the sketch when the writer first looks at the entry.
       links.setTag(position, Self.windowList | Self.uncountedWrite)
     }
     admissionsSinceCheck &+= 1
-  }
-
-  /// Makes the sketch of uses and the table of ghosts ready for a store of `entries` entries
-  /// (see ``_FrequencySketch/ensureCapacity(_:)``): at each eviction for a limit.
-  @inlinable @inline(__always)
-  mutating func prepareForEvictions(_ entries: Int) {
-    sketch.ensureCapacity(entries)
-    ghosts.ensureCapacity(entries)
-  }
-
-  /// Moves the window's size by `entries` entries of a store of `count` entries (in its share,
-  /// keeping the fraction of a 65 536th for the next move).
-  @inlinable @inline(never)
-  mutating func moveWindow(byEntries entries: Double, count: Int) {
-    pendingShare += entries * 65_536 / Double(Swift.max(count, 1))
-    let whole = Int(pendingShare)
-    guard whole != 0 else { return }
-    pendingShare -= Double(whole)
-    windowShare = Swift.min(Swift.max(windowShare + whole, 0), 65_535)
   }
 
   /// Makes room for ring position `position` in the order's links.
@@ -461,15 +434,9 @@ struct _EvictionOrder: Sendable {
       } else {
         admitted = contenderUses > victimUses
       }
-      let evicted = admitted ? node(victim) : node(contender)
-      ghosts.record(evicted.hash, rejected: !admitted)
-      return evicted
+      return admitted ? node(victim) : node(contender)
     }
-    if victim >= 0 {
-      let evicted = node(victim)
-      ghosts.record(evicted.hash, rejected: false)
-      return evicted
-    }
+    if victim >= 0 { return node(victim) }
     // Probation has nothing to evict: protected's oldest, then the window's.
     var position = firstEvictable(from: protected.oldest, skipping: isSkipped)
     if position < 0 { position = firstEvictable(from: window.oldest, skipping: isSkipped) }
