@@ -121,6 +121,15 @@ extension MemoryStore {
     }
   }
 
+  /// The words of the eviction order's record of the keys evicted lately (0 until it is made).
+  /// Not part of the supported API.
+  public var _evictedKeyRecordWords: Int {
+    _writer.withLock { state in
+      let ghosts = state.policy.order.ghosts
+      return ghosts.words == nil ? 0 : ghosts.wordMask + 1
+    }
+  }
+
   /// The estimated uses of `key` in the eviction order's frequency sketch. Not part of the
   /// supported API.
   public func _estimatedUses(of key: Key) -> Int {

@@ -315,18 +315,23 @@ import Testing
     #expect(store._policyMismatch() == nil)
   }
 
-  @Test func memoryPressureFreesTheFrequencySketch() {
+  @Test func memoryPressureFreesTheFrequencySketchAndTheRecordOfEvictedKeys() {
     let store = MemoryStore<Int, Int>(name: "sketch")
     store.countLimit = 100
     #expect(store._evictionOrderState.sketchWords == 0)
+    #expect(store._evictedKeyRecordWords == 0)
     for key in 0..<150 { store[key] = key }
-    // One word of 16 counters per entry of the limit, rounded up to a power of two.
+    // One word of 16 counters per entry of the limit, rounded up to a power of two; the record
+    // of evicted keys, an eighth of a word per entry, at least 64 words.
     #expect(store._evictionOrderState.sketchWords == 128)
+    #expect(store._evictedKeyRecordWords == 64)
     store.handleMemoryPressure(.warning)
     #expect(store.count == 50)
     #expect(store._evictionOrderState.sketchWords == 0)
+    #expect(store._evictedKeyRecordWords == 0)
     for key in 1_000..<1_070 { store[key] = key }
     #expect(store._evictionOrderState.sketchWords == 128)
+    #expect(store._evictedKeyRecordWords == 64)
     #expect(store._policyMismatch() == nil)
   }
 
@@ -372,5 +377,107 @@ import Testing
     sketch.ensureCapacity(200)
     #expect(sketch.wordCount == 256)
     #expect(sketch.frequency(keys[7]) == 0)
+  }
+
+  @Test func evictedKeysThatComeBackWithinTheMarginMoveTheWindowSixteenAtATime() {
+    var ghosts = _EvictionGhosts()
+    #expect(ghosts.windowChange(returning: 1) == 0)  // Nothing made yet.
+    ghosts.ensureCapacity(1_000)
+    // A margin of 62 entries (a sixteenth), one tick per event; 128 words.
+    #expect(ghosts.marginTicks == 62 && ghosts.eventsPerTick == 1 && ghosts.wordMask == 127)
+    // Hashes in distinct words, so that none overwrites another.
+    var hashes: [Int] = []
+    var words = Set<Int>()
+    var next = 1
+    while hashes.count < 114 {
+      if words.insert(ghosts.cell(of: next).index).inserted { hashes.append(next) }
+      next += 1
+    }
+    // Sixteen rejected candidates back at once: a window larger by the margin would have kept
+    // them. The sixteenth return decides: the window grows by 1/128 of the entries.
+    for hash in hashes[0..<16] { ghosts.record(hash, rejected: true) }
+    for hash in hashes[0..<15] { #expect(ghosts.windowChange(returning: hash) == 0) }
+    #expect(ghosts.windowChange(returning: hashes[15]) == 512)
+    // Each return counts once; a key not evicted counts nothing.
+    #expect(ghosts.windowChange(returning: hashes[0]) == 0)
+    #expect(ghosts.windowChange(returning: hashes[113]) == 0)
+    #expect(ghosts.gains == 0 && ghosts.losses == 0)
+    // Sixteen victims back: a main region larger by the margin would have kept them.
+    for hash in hashes[16..<32] { ghosts.record(hash, rejected: false) }
+    #expect(hashes[16..<32].map { ghosts.windowChange(returning: $0) }.reduce(0, +) == -512)
+    // Ten gains against six losses: neither side has twice the other's, and the window stays.
+    for hash in hashes[32..<42] { ghosts.record(hash, rejected: true) }
+    for hash in hashes[42..<48] { ghosts.record(hash, rejected: false) }
+    #expect(hashes[32..<48].map { ghosts.windowChange(returning: $0) }.allSatisfy { $0 == 0 })
+    // A rejected candidate is within the margin until 62 entries have left the window after
+    // it; a victim until 62 more victims have been evicted. Each clock runs on its own: the
+    // victims do not age a rejected candidate, nor the window's exits a victim.
+    ghosts.record(hashes[48], rejected: true)
+    ghosts.record(hashes[49], rejected: true)
+    ghosts.record(hashes[50], rejected: false)
+    for _ in 0..<61 { ghosts.countWindowExit() }
+    #expect(ghosts.windowChange(returning: hashes[48]) == 0)
+    #expect(ghosts.gains == 1)
+    ghosts.countWindowExit()
+    #expect(ghosts.windowChange(returning: hashes[49]) == 0)
+    #expect(ghosts.gains == 1, "62 exits later: too late")
+    #expect(ghosts.windowChange(returning: hashes[50]) == 0)
+    #expect(ghosts.losses == 1, "the window's exits do not age a victim")
+    // hashes[51] and the 60 victims after it, then 2 more: 61 and 62 victims after
+    // hashes[52].
+    for hash in hashes[51..<112] { ghosts.record(hash, rejected: false) }
+    #expect(ghosts.windowChange(returning: hashes[51]) == 0)
+    #expect(ghosts.losses == 2, "60 victims later: within the margin")
+    for hash in hashes[112..<114] { ghosts.record(hash, rejected: false) }
+    #expect(ghosts.windowChange(returning: hashes[52]) == 0)
+    #expect(ghosts.losses == 2, "62 victims later: too late")
+  }
+
+  @Test func aRejectedCandidateAndAVictimInTheSameWordAreBothKept() {
+    var ghosts = _EvictionGhosts()
+    ghosts.ensureCapacity(1_000)
+    // Two hashes of the same word, and different tags.
+    let first = 1
+    var second = 2
+    while ghosts.cell(of: second).index != ghosts.cell(of: first).index { second += 1 }
+    ghosts.record(first, rejected: true)
+    ghosts.record(second, rejected: false)
+    #expect(ghosts.windowChange(returning: first) == 0 && ghosts.gains == 1)
+    #expect(ghosts.windowChange(returning: second) == 0 && ghosts.losses == 1)
+    // A later eviction of the same kind in the same word takes its place.
+    ghosts.record(first, rejected: true)
+    ghosts.record(second, rejected: true)
+    #expect(ghosts.windowChange(returning: first) == 0 && ghosts.gains == 1)
+    #expect(ghosts.windowChange(returning: second) == 0 && ghosts.gains == 2)
+  }
+
+  @Test func theWindowGrowsWithinACachefulForKeysThatComeBackJustAfterLeavingIt() {
+    // Every other access is one of 600 keys used often; the others are keys used twice, 42
+    // accesses apart (about 21 new keys in between). The window of 1 % (10 entries) lets each
+    // leave before it comes back, and admission, which weighs its one use against keys used
+    // often, evicts it. Those keys coming back grow the window long before the hill
+    // climber's first look (after ten cachefuls of lookups): by the second half, the second
+    // uses hit. The window grows until they do, and then stops (over 600 hash seeds: at least
+    // 3.3 % of the entries, and at least 94 % of the second uses hitting).
+    let store = MemoryStore<Int, Int>()
+    store.countLimit = 1_000
+    var random = SplitMix64(seed: 7)
+    var hits = 0
+    var lookups = 0
+    for step in 0..<6_000 {
+      let key =
+        step % 2 == 0
+        ? Int(random.below(600)) : 1_000_000 + (step % 4 == 1 ? step : step - 42)
+      let hit = store[key] != nil
+      if !hit { store[key] = key }
+      if step >= 3_000 && step % 4 == 3 {
+        lookups += 1
+        if hit { hits += 1 }
+      }
+    }
+    let window = store._evictionOrderState.windowShare
+    #expect(window > 2 * 655, "window \(window) / 65 536")
+    #expect(Double(hits) / Double(lookups) > 0.9, "\(hits) of \(lookups) second uses hit")
+    #expect(store._policyMismatch() == nil)
   }
 }

@@ -71,6 +71,9 @@ struct _EvictionOrder: Sendable {
   @usableFromInline var costs: (window: Int, probation: Int, protected: Int) = (0, 0, 0)
   /// How often keys were used lately.
   @usableFromInline var sketch = _FrequencySketch()
+  /// The keys evicted lately, and how: their returns move the window between the hill
+  /// climber's periods.
+  @usableFromInline var ghosts = _EvictionGhosts()
   /// The window's share of the entries, in 65 536ths.
   @usableFromInline var windowShare = 655
   /// The hill climber: the next step (in 65 536ths, signed), the previous period's hit ratio,
@@ -163,13 +166,26 @@ struct _EvictionOrder: Sendable {
     guard limits.isLimited else { return }
     if sketch.words != nil {
       // Kept by every node written since the first limit, which this one is.
-      sketch.increment(node.hash)
+      let hash = node.hash
+      sketch.increment(hash)
+      let change = ghosts.windowChange(returning: hash)
+      if change != 0 { windowShare = Swift.min(Swift.max(windowShare + change, 0), 65_535) }
     } else {
       // Before the first eviction there is no sketch: the use waits in the entry's list tag
       // (``uncountedWrite``), added to the sketch when the writer first looks at the entry.
       links.setTag(position, Self.windowList | Self.uncountedWrite)
     }
     admissionsSinceCheck &+= 1
+  }
+
+  /// Makes the sketch of uses and the record of evicted keys ready for a store of `entries`
+  /// entries (see ``_FrequencySketch/ensureCapacity(_:)`` and
+  /// ``_EvictionGhosts/ensureCapacity(_:)``): at each eviction for a limit. O(1) apart from
+  /// their allocations.
+  @inlinable @inline(__always)
+  mutating func prepareForEvictions(_ entries: Int) {
+    sketch.ensureCapacity(entries)
+    ghosts.ensureCapacity(entries)
   }
 
   /// Makes room for ring position `position` in the order's links.
@@ -391,6 +407,7 @@ struct _EvictionOrder: Sendable {
         continue
       }
       move(position, toNewestOf: Self.probationList, cost: listCost(of: oldest))
+      ghosts.countWindowExit()
       if candidates == 0 { candidate = position }
       candidates += 1
     }
@@ -434,9 +451,15 @@ struct _EvictionOrder: Sendable {
       } else {
         admitted = contenderUses > victimUses
       }
-      return admitted ? node(victim) : node(contender)
+      let evicted = admitted ? node(victim) : node(contender)
+      ghosts.record(evicted.hash, rejected: !admitted)
+      return evicted
     }
-    if victim >= 0 { return node(victim) }
+    if victim >= 0 {
+      let evicted = node(victim)
+      ghosts.record(evicted.hash, rejected: false)
+      return evicted
+    }
     // Probation has nothing to evict: protected's oldest, then the window's.
     var position = firstEvictable(from: protected.oldest, skipping: isSkipped)
     if position < 0 { position = firstEvictable(from: window.oldest, skipping: isSkipped) }

@@ -8,8 +8,9 @@ extension MemoryStore {
   }
 
   /// Frees memory: runs the decider with ``EvictionTrigger/memoryPressure(_:)``, then frees the
-  /// limits' sketch of how often keys were used (8 to 16 bytes per entry of the limit, made again,
-  /// empty, by the next eviction of the limits) and trims a store with limits, in eviction order, to the
+  /// limits' sketch of how often keys were used and their record of the keys evicted lately (9
+  /// to 18 bytes per entry of the limit, made again, empty, by the next eviction of the limits)
+  /// and trims a store with limits, in eviction order, to the
   /// fraction of its limits that ``memoryPressurePolicy`` gives for `level`; a critical event
   /// also empties a store without limits if the policy says so.
   ///
@@ -26,12 +27,14 @@ extension MemoryStore {
   /// trimming holds the write lock for one chunk of evictions at a time.
   public func handleMemoryPressure(_ level: MemoryPressureLevel) {
     if evictionDecider != nil { _ = _purge(.memoryPressure(level)) }
-    // How often keys were used is memory the store can do without (it is made again, empty,
-    // at the next eviction of the limits): it goes first, freed after the lock is released.
+    // How often keys were used, and which were evicted lately, is memory the store can do
+    // without (it is made again, empty, at the next eviction of the limits): it goes first,
+    // freed after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
-      let sketch = state.policy.order.sketch
-      if sketch.wordCount > 0 { state.policy.order.sketch = _FrequencySketch() }
-      return (state.policy.memoryPressure, sketch)
+      let forgotten = (state.policy.order.sketch, state.policy.order.ghosts)
+      if forgotten.0.wordCount > 0 { state.policy.order.sketch = _FrequencySketch() }
+      state.policy.order.ghosts = _EvictionGhosts()
+      return (state.policy.memoryPressure, forgotten)
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction

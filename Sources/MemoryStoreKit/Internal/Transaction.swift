@@ -175,7 +175,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // The sketch of uses is made at the first eviction of the limits (a store within its
       // limits, or trimmed under memory pressure, does without it), sized to the store then.
       if limits.reason == nil {
-        policy.order.sketch.ensureCapacity(policy.limits.cacheful(count: table.stagedCount))
+        policy.order.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount))
       }
       guard
         let victim = policy.order.nextVictim(
