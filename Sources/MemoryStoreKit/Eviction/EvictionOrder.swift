@@ -43,6 +43,12 @@ struct _OrderSegment: Sendable {
 ///   large window, behaving like LRU, frequency-heavy ones a small one. The step starts at
 ///   6.25 % of the entries, shrinks by 2 % per period, and starts again when the hit ratio
 ///   moves by 5 points; a change under 0.1 point moves nothing.
+/// - Between the climber's periods, **evicted keys that come back** move the window too
+///   (``_EvictionGhosts``): a rejected candidate written again soon after it left the window
+///   would have hit in a larger window, a victim written again as soon would have hit in a
+///   larger main region. Every 16 such returns, the window moves by 1/128 of the entries
+///   towards the side with at least twice as many. A trace too short for the climber (a few
+///   cachefuls) still gets the window it needs.
 /// - When the **cost limit** is what evicts, the lists are sized in cost rather than in
 ///   entries, and admission weighs each key's uses against the fourth root of its entry's cost:
 ///   a large entry takes the place of several small ones, so it needs more uses than each to
