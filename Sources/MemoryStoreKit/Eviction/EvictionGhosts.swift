@@ -42,6 +42,8 @@ struct _EvictionGhosts: @unchecked Sendable {
   /// The events of either clock per tick, and the margin in ticks (at most 256).
   @usableFromInline var eventsPerTick = 1
   @usableFromInline var marginTicks: UInt32 = 1
+  /// The entries the margin and the table were last sized for.
+  @usableFromInline var sizedFor = 0
   /// The window's clock: its ticks, and the entries that left the window since the last tick.
   @usableFromInline var windowTick: UInt32 = 0
   @usableFromInline var windowEvents = 0
@@ -65,6 +67,8 @@ struct _EvictionGhosts: @unchecked Sendable {
   /// eviction, when it is less than a sixteenth of the entries. O(1) apart from the allocation.
   @inlinable @inline(__always)
   mutating func ensureCapacity(_ entries: Int) {
+    guard entries != sizedFor else { return }
+    sizedFor = entries
     let margin = Swift.max(1, entries >> 4)
     eventsPerTick = Swift.max(1, margin >> 8)
     marginTicks = UInt32(truncatingIfNeeded: margin / eventsPerTick)
