@@ -21,8 +21,9 @@
 /// Each kind has its own half of every word of a table of an eighth of the store's entries
 /// (rounded up to a power of two; about a byte per entry), so that the evictions of one kind
 /// never overwrite the other's, and each forgets at the pace of its own clock. A cell holds 20
-/// bits of the key's hash, to tell it from the other keys of its cell, its kind's clock when it
-/// left (11 bits, in 1/256 of the margin), and its kind. A later eviction of the same kind in
+/// bits of the key's hash, to tell it from the other keys of its cell, and its kind's clock when
+/// it left (11 bits, in 1/256 of the margin); the half it is in is its kind. A later eviction of
+/// the same kind in
 /// the same word overwrites it; a key is taken for another only when 20 bits of their hashes
 /// match. The table is made with the frequency sketch, at the first eviction, and only the
 /// write lock holder uses it.
@@ -44,18 +45,35 @@ struct _EvictionGhosts: @unchecked Sendable {
   @usableFromInline var marginTicks: UInt32 = 1
   /// The entries the margin and the table were last sized for.
   @usableFromInline var sizedFor = 0
-  /// The window's clock: its ticks, and the entries that left the window since the last tick.
-  @usableFromInline var windowTick: UInt32 = 0
-  @usableFromInline var windowEvents = 0
-  /// The victims' clock.
-  @usableFromInline var victimTick: UInt32 = 0
-  @usableFromInline var victimEvents = 0
+  /// The window's clock (entries that left the window) and the victims' clock.
+  @usableFromInline var windowClock = Clock()
+  @usableFromInline var victimClock = Clock()
   /// Returns within the margin since the last decision: rejected candidates (gains of a larger
   /// window) and victims (its losses).
   @usableFromInline var gains = 0
   @usableFromInline var losses = 0
 
   @inlinable init() {}
+
+  /// A count of events in ticks of ``_EvictionGhosts/eventsPerTick`` events, modulo 2^11 where
+  /// it is compared.
+  @usableFromInline
+  struct Clock: Sendable {
+    @usableFromInline var tick: UInt32 = 0
+    /// The events since the last tick.
+    @usableFromInline var events = 0
+
+    @inlinable init() {}
+
+    /// Counts one event.
+    @inlinable @inline(__always)
+    mutating func advance(eventsPerTick: Int) {
+      events &+= 1
+      guard events >= eventsPerTick else { return }
+      events = 0
+      tick &+= 1
+    }
+  }
 
   /// The returns within the margin that make one decision.
   @inlinable static var returnsPerDecision: Int { 16 }
@@ -98,11 +116,7 @@ struct _EvictionGhosts: @unchecked Sendable {
   /// Counts an entry leaving the window (a candidate, admitted or not). O(1).
   @inlinable @inline(__always)
   mutating func countWindowExit() {
-    windowEvents &+= 1
-    if windowEvents >= eventsPerTick {
-      windowEvents = 0
-      windowTick &+= 1
-    }
+    windowClock.advance(eventsPerTick: eventsPerTick)
   }
 
   /// Records that the key whose hash is `hash` was evicted, as a rejected candidate or as a
@@ -110,20 +124,11 @@ struct _EvictionGhosts: @unchecked Sendable {
   @inlinable @inline(__always)
   mutating func record(_ hash: Int, rejected: Bool) {
     guard let words else { return }
-    let tick: UInt32
-    if rejected {
-      tick = windowTick
-    } else {
-      tick = victimTick
-      victimEvents &+= 1
-      if victimEvents >= eventsPerTick {
-        victimEvents = 0
-        victimTick &+= 1
-      }
-    }
+    let tick = rejected ? windowClock.tick : victimClock.tick
+    if !rejected { victimClock.advance(eventsPerTick: eventsPerTick) }
     let (index, tag) = cell(of: hash)
     let shift: UInt64 = rejected ? 0 : 32
-    let value = tag << 12 | (tick & 0x7FF) << 1 | (rejected ? 1 : 0)
+    let value = tag << 11 | tick & 0x7FF
     words[index] = words[index] & ~(0xFFFF_FFFF << shift) | UInt64(value) << shift
   }
 
@@ -137,14 +142,14 @@ struct _EvictionGhosts: @unchecked Sendable {
     let word = words[index]
     var shift: UInt64 = 0
     var value = UInt32(truncatingIfNeeded: word)
-    if value >> 12 != tag {
+    if value >> 11 != tag {
       shift = 32
       value = UInt32(truncatingIfNeeded: word >> 32)
-      guard value >> 12 == tag else { return 0 }
+      guard value >> 11 == tag else { return 0 }
     }
     words[index] = word & ~(0xFFFF_FFFF << shift)
-    let rejected = value & 1 != 0
-    let age = ((rejected ? windowTick : victimTick) &- (value >> 1)) & 0x7FF
+    let rejected = shift == 0
+    let age = ((rejected ? windowClock.tick : victimClock.tick) &- value) & 0x7FF
     guard age < marginTicks else { return 0 }
     if rejected { gains += 1 } else { losses += 1 }
     guard gains + losses >= Self.returnsPerDecision else { return 0 }

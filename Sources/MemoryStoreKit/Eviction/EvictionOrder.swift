@@ -175,7 +175,7 @@ struct _EvictionOrder: Sendable {
       let hash = node.hash
       sketch.increment(hash)
       let change = ghosts.windowChange(returning: hash)
-      if change != 0 { windowShare = Swift.min(Swift.max(windowShare + change, 0), 65_535) }
+      if change != 0 { moveWindow(by: change) }
     } else {
       // Before the first eviction there is no sketch: the use waits in the entry's list tag
       // (``uncountedWrite``), added to the sketch when the writer first looks at the entry.
@@ -192,6 +192,21 @@ struct _EvictionOrder: Sendable {
   mutating func prepareForEvictions(_ entries: Int) {
     sketch.ensureCapacity(entries)
     ghosts.ensureCapacity(entries)
+  }
+
+  /// Frees the sketch of uses and the record of evicted keys, made again, empty, by the next
+  /// ``prepareForEvictions(_:)``; returns them, so that the caller frees their memory after
+  /// releasing the write lock. O(1).
+  @inlinable
+  mutating func releaseEvictionMemory() -> (_FrequencySketch, _EvictionGhosts) {
+    defer { (sketch, ghosts) = (_FrequencySketch(), _EvictionGhosts()) }
+    return (sketch, ghosts)
+  }
+
+  /// Moves the window's share by `change` 65 536ths, within 0 and 65 535.
+  @inlinable @inline(__always)
+  mutating func moveWindow(by change: Int) {
+    windowShare = Swift.min(Swift.max(windowShare + change, 0), 65_535)
   }
 
   /// Makes room for ring position `position` in the order's links.
@@ -511,7 +526,7 @@ struct _EvictionOrder: Sendable {
     guard abs(change) >= 0.001 else { return }
     let amount = change >= 0 ? step : -step
     step = abs(change) >= 0.05 ? (amount >= 0 ? 4_096 : -4_096) : 0.98 * amount
-    windowShare = Swift.min(Swift.max(windowShare + Int(amount.rounded()), 0), 65_535)
+    moveWindow(by: Int(amount.rounded()))
   }
 
   /// The first of its invariants that does not hold in `table`, or `nil`: every entry in one

@@ -31,10 +31,7 @@ extension MemoryStore {
     // without (it is made again, empty, at the next eviction of the limits): it goes first,
     // freed after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
-      let forgotten = (state.policy.order.sketch, state.policy.order.ghosts)
-      if forgotten.0.wordCount > 0 { state.policy.order.sketch = _FrequencySketch() }
-      state.policy.order.ghosts = _EvictionGhosts()
-      return (state.policy.memoryPressure, forgotten)
+      (state.policy.memoryPressure, state.policy.order.releaseEvictionMemory())
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction

@@ -172,8 +172,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     while evictions < limits.maximumEvictions,
       let over = policy.limits.isOver(count: table.stagedCount, fraction: limits.fraction)
     {
-      // The sketch of uses is made at the first eviction of the limits (a store within its
-      // limits, or trimmed under memory pressure, does without it), sized to the store then.
+      // The sketch of uses and the record of evicted keys are made at the first eviction of
+      // the limits (a store within its limits, or trimmed under memory pressure, does without
+      // them), sized to the store then.
       if limits.reason == nil {
         policy.order.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount))
       }
