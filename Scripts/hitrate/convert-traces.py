@@ -19,9 +19,12 @@ Formats (compressed files, .gz, .xz or .bz2, are read as they are):
   text         text, one integer key per line (a second column, a size, is ignored)
 
 Caffeine's simulator (github.com/ben-manes/caffeine, simulator/src/main/resources/.../parser)
-ships many such traces in its repository: `--caffeine CHECKOUT` converts every one it knows:
+ships many such traces in its repository: `--caffeine CHECKOUT` converts every one it knows.
+libCacheSim's repository (github.com/1a1a11a/libCacheSim) ships a sample of a CloudPhysics block
+I/O trace in data/: `--libcachesim CHECKOUT` converts it.
 
     python3 Scripts/hitrate/convert-traces.py /tmp/real-traces --caffeine ~/src/caffeine
+    python3 Scripts/hitrate/convert-traces.py /tmp/real-traces --libcachesim ~/src/libCacheSim
     python3 Scripts/hitrate/convert-traces.py /tmp/real-traces --format lirs multi2.trace.gz
 
 Needs numpy. Traces are neither committed nor downloaded here: get them from their publishers.
@@ -49,6 +52,7 @@ CAFFEINE = {
     ("lirs", "ps"): ("lirs", "database (postgres join)"),
     ("lirs", "sprite"): ("lirs", "workstation file system (Sprite)"),
     ("lirs", "zigzag"): ("lirs", "loop (zigzag)"),
+    ("lirs", "backf"): ("lirs", "loop (back and forth)"),
     ("lirs", "scan"): ("lirs", "scan"),
     ("address", "gcc"): ("address", "program addresses (SPEC gcc)"),
     ("address", "gzip"): ("address", "program addresses (SPEC gzip)"),
@@ -63,6 +67,11 @@ CAFFEINE = {
     ("corda", "trace_vaultservice"): ("long", "database (Corda vault service)"),
     ("scarab", "scarab-recs"): ("long", "web (recommendations, Scarab)"),
     ("adapt_size", "request"): ("adaptsize", "CDN (AdaptSize)"),
+}
+
+# libCacheSim's sample trace (github.com/1a1a11a/libCacheSim, data/): file -> (format, kind).
+LIBCACHESIM = {
+    "cloudPhysicsIO.oracleGeneral.bin": ("oracle", "storage (block I/O, CloudPhysics sample)"),
 }
 
 CAFFEINE_PARSERS = (
@@ -132,6 +141,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="the directory to write the converted traces to")
     parser.add_argument("--caffeine", help="a checkout of Caffeine: convert its simulator traces")
+    parser.add_argument(
+        "--libcachesim", help="a checkout of libCacheSim: convert its sample trace (data/)"
+    )
     parser.add_argument("--format", help="the format of the FILES given")
     parser.add_argument("--kind", default="other", help="what the FILES are, for the report")
     parser.add_argument("files", nargs="*")
@@ -148,6 +160,13 @@ def main():
                 print(f"skipped {folder}/{prefix}: not in the checkout", file=sys.stderr)
                 continue
             convert(os.path.join(directory, match[0]), fmt, kind, arguments.out, manifest)
+    if arguments.libcachesim:
+        for file, (fmt, kind) in LIBCACHESIM.items():
+            path = os.path.join(arguments.libcachesim, "data", file)
+            if not os.path.exists(path):
+                print(f"skipped data/{file}: not in the checkout", file=sys.stderr)
+                continue
+            convert(path, fmt, kind, arguments.out, manifest)
     if arguments.files:
         if not arguments.format:
             sys.exit("--format is needed with FILES")
