@@ -75,11 +75,12 @@ extension MemoryStore {
             result = .success(stored)
           } else {
             do {
+              let since = _invalidationStart()
               let loaded = try await load()
               result = .success(
                 _insertIfAbsent(
                   loaded, forKey: key, cost: cost.map { Self._clampedCost($0(loaded)) },
-                  timeToLive: timeToLive))
+                  timeToLive: timeToLive, since: since))
             } catch {
               result = .failure(error)
             }
@@ -193,12 +194,13 @@ extension MemoryStore {
     }
     if !pending.isEmpty {
       do {
+        let since = _invalidationStart()
         let loaded = try await load(pending.map(\.0))
         for (key, flight) in pending {
           let value = loaded[key].map { value in
             _insertIfAbsent(
               value, forKey: key, cost: cost.map { Self._clampedCost($0(value)) },
-              timeToLive: timeToLive)
+              timeToLive: timeToLive, since: since)
           }
           finished.append((key, flight, .success(value)))
         }

@@ -147,6 +147,8 @@ extension MemoryStore {
       replacements.isEmpty
       ? []
       : _transact(timeToLive: anyLifetime) { write in
+        // A copy of the source, not a local change.
+        if write.access.changes.feedsLocalChanges { write.access.changes.suppressesFeed = true }
         let defaultTimeToLive = write.policy.expiry.defaultTimeToLive
         return replacements.map { replacement in
           var replacement = replacement

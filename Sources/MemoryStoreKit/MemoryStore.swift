@@ -106,6 +106,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
   let _purgeGate: _PurgeGate
   /// The observers of tracked reads: made when ``tracksReads`` is first turned on.
   @usableFromInline let _readObservers = _ReadObserversSlot()
+  /// The wake-up of the open ``LocalChangeFeed``, if one is open.
+  let _feedSignal = _Protected<_FeedSignal?>(nil)
+  /// The generation of the latest invalidation (see ``_InvalidationRecord``), for a load to
+  /// note when it starts; written under the write lock.
+  let _invalidationGeneration = Atomic<UInt64>(0)
 
   /// Creates an empty store.
   ///
@@ -142,6 +147,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Senda
     // Removals logged but not yet delivered still reach the subscribers; then their
     // iterations end.
     _deliverRemovals(finishing: true)
+    // An iteration of the local change feed ends.
+    _feedSignal.withLock { $0 }?.close()
     _writer.deallocate()
   }
 }
@@ -591,21 +598,29 @@ extension MemoryStore {
         creation.outcome = stored
         creation.lock.unlock()
       }
+      let since = _invalidationStart()
       let made = try makeValue()
       let value = _insertIfAbsent(
-        made, forKey: key, cost: cost.map { Self._clampedCost($0(made)) }, timeToLive: timeToLive)
+        made, forKey: key, cost: cost.map { Self._clampedCost($0(made)) }, timeToLive: timeToLive,
+        since: since)
       stored = value
       return value
     }
   }
 
-  /// Stores `value` for `key` unless a value is already there; returns the stored value, or
-  /// `value` if it was stored (whether or not the store kept it: a value whose cost alone
-  /// exceeds the cost limit is evicted by its own write). `cost` `nil` weighs it with the
-  /// store's cost function, or gives 0. Runs that function: call it outside every lock.
+  /// Stores `value`, which a get-or-create or a load made, for `key` unless a value is
+  /// already there; returns the stored value, or `value` if it was stored (whether or not the
+  /// store kept it: a value whose cost alone exceeds the cost limit is evicted by its own
+  /// write). `cost` `nil` weighs it with the store's cost function, or gives 0. Runs that
+  /// function: call it outside every lock.
+  ///
+  /// The value is a copy of its source, not a local change: the ``LocalChangeFeed`` does not
+  /// get it. `since` is ``_invalidationStart()`` from before the value was made: if an
+  /// invalidation of the key came after, the value is returned but not stored.
   @usableFromInline
   func _insertIfAbsent(
-    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil
+    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil,
+    since: UInt64
   ) -> Value {
     let terms = _terms(key, value, cost: cost, timeToLive: timeToLive)
     let cost = terms.cost ?? 0
@@ -613,6 +628,10 @@ extension MemoryStore {
     return _transact(timeToLive: timeToLive, activatingPolicy: cost != 0 || timeToLive != nil) {
       write in
       if let existing = write.liveNode(key, in: self) { return existing.value.pointee }
+      if write.access.state.invalidations.overtook(hash: key.hashValue, since: since) {
+        return value
+      }
+      if write.access.changes.feedsLocalChanges { write.access.changes.suppressesFeed = true }
       _ = write.set(key, value, cost: cost, timeToLive: timeToLive, in: self)
       return value
     }

@@ -209,7 +209,10 @@ extension MemoryStore {
     } else {
       previous = _table.stageRemoveNode(key, hash: hash)?.value.pointee
       guard previous != nil else {
+        // Nothing to log; the other instances may hold the key, though.
+        let wakesFeed = access.changes.feedsLocalChanges && access.changes.noteAbsentRemoval(key)
         _writer.unlock(access)
+        if wakesFeed { _wakeLocalChangeFeed() }
         return (true, nil)
       }
     }

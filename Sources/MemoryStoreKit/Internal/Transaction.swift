@@ -215,6 +215,12 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       effects.armSweepAt = nextExpiry
     }
     guard changed else {
+      // A removal of an absent key changes nothing here, but is a local change to feed.
+      if access.changes.feedsLocalChanges && access.changes.settleFeed() {
+        var followUp = _TrackingFollowUp()
+        followUp.wakesFeed = true
+        effects.followUp = followUp
+      }
       // Nothing to publish; the earliest deadline may have moved back (items that surfaced
       // early sank), and no entry expires before it.
       if carriesMetadata && nextExpiry != store._signals.nextExpiry.load(ordering: .relaxed) {
@@ -409,8 +415,21 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ key: Key, hash: Int? = nil, reason: ChangeReason, checksExpiry: Bool = true,
     in store: MemoryStore<Key, Value>
   ) -> Value? {
-    guard let old = store._table.stageRemoveNode(key, hash: hash) else { return nil }
-    return removed(old, key: key, reason: reason, checksExpiry: checksExpiry)
+    guard let old = store._table.stageRemoveNode(key, hash: hash) else {
+      if access.changes.feedsLocalChanges { noteLocalRemoval(key, reason) }
+      return nil
+    }
+    let value = removed(old, key: key, reason: reason, checksExpiry: checksExpiry)
+    if value == nil && access.changes.feedsLocalChanges { noteLocalRemoval(key, reason) }
+    return value
+  }
+
+  /// Hands the open ``LocalChangeFeed`` a removal by a write of `key` that found it absent or
+  /// expired, which logs no change: the other instances may hold it.
+  @inlinable @inline(never)
+  func noteLocalRemoval(_ key: Key, _ reason: ChangeReason) {
+    guard reason == .write && !access.changes.suppressesFeed else { return }
+    access.changes.appendLocal(.removed(key))
   }
 
   /// Removes the entry at ring position `position` (the store has a policy), which the policy
@@ -449,6 +468,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// Stages the removal of every entry.
   @inlinable
   mutating func removeAll(in store: MemoryStore<Key, Value>) {
+    if access.changes.feedsLocalChanges && reason == .write && !access.changes.suppressesFeed {
+      // Even of an empty store: the other instances may hold entries.
+      access.changes.appendLocal(.cleared)
+    }
     let table = store._table
     let count = table.stagedCount
     guard count > 0 else { return }

@@ -8,6 +8,8 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
   @usableFromInline var changes = _ChangeTracker<Key, Value>()
   /// The removals not yet delivered, and their subscribers.
   @usableFromInline var removals = _RemovalLog<Key, Value>()
+  /// Which keys invalidations dropped, for the loads they overtake.
+  var invalidations = _InvalidationRecord()
 
   @usableFromInline init() {}
 

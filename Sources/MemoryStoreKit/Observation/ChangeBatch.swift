@@ -179,6 +179,12 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
   /// The key was evicted by ``MemoryStore/handleMemoryPressure(_:)`` trimming the store.
   @inlinable public static var evictedByMemoryPressure: ChangeReason { ChangeReason(rawValue: 6) }
 
+  /// The key was dropped by ``MemoryStore/invalidateValues(forKeys:except:)`` or
+  /// ``MemoryStore/invalidateAll(except:)``: another instance changed it, or the link that
+  /// keeps this store coherent with the others was lost. Never reported to a
+  /// ``LocalChangeFeed``, so an invalidation does not echo back to the instance that sent it.
+  @inlinable public static var invalidated: ChangeReason { ChangeReason(rawValue: 7) }
+
   /// The change reason that reports an eviction for `reason`.
   @inlinable
   public static func evicted(_ reason: EvictionReason) -> ChangeReason {
@@ -191,7 +197,8 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
     }
   }
 
-  /// Why the store removed the key on its own, or `nil` for ``write`` and ``loaded``.
+  /// Why the store removed the key on its own, or `nil` for ``write``, ``loaded`` and
+  /// ``invalidated``.
   @inlinable
   public var evictionReason: EvictionReason? {
     switch rawValue {
@@ -213,6 +220,7 @@ public struct ChangeReason: Hashable, Sendable, CustomStringConvertible {
     case 4: "evicted by count limit"
     case 5: "evicted by cost limit"
     case 6: "evicted by memory pressure"
+    case 7: "invalidated"
     default: "reason(\(rawValue))"
     }
   }

@@ -52,14 +52,18 @@ struct _TrackingFollowUp {
   @usableFromInline var notices: Unmanaged<_ObservationNotices>?
   /// Deliver the notices on a background queue (see ``_Transaction/notifiesLater``).
   @usableFromInline var notifiesLater = false
+  /// Wake the open ``LocalChangeFeed``: it had nothing to take, and now has.
+  @usableFromInline var wakesFeed = false
 
   @usableFromInline init() {}
 
-  /// This follow-up, with `other`'s notices (the only part a commit makes before the rest).
+  /// This follow-up, with `other`'s notices and feed wake-up (the only parts a commit makes
+  /// before the rest).
   @inlinable
   func merging(_ other: _TrackingFollowUp?) -> _TrackingFollowUp {
     var merged = self
     if let notices = other?.notices { merged.notices = notices }
+    if other?.wakesFeed == true { merged.wakesFeed = true }
     return merged
   }
 }
@@ -81,23 +85,32 @@ struct _ChangeTracker<Key: Hashable, Value> {
   @usableFromInline var interval: Duration = .zero {
     didSet {
       isTracking = interval > .zero
-      isLogging = isTracking || observesReads
-      isReporting = isLogging || recordsRemovals
+      updateFlags()
     }
   }
   /// Whether writes log what they remove or replace: while ``MemoryStore/removals(bufferingNewest:)``
   /// has subscribers.
   @usableFromInline var recordsRemovals = false {
-    didSet { isReporting = isLogging || recordsRemovals }
+    didSet { updateFlags() }
   }
   /// Whether writes note the keys they change for the observers of tracked reads: while
   /// ``MemoryStore/tracksReads`` is on.
   @usableFromInline var observesReads = false {
-    didSet {
-      isLogging = isTracking || observesReads
-      isReporting = isLogging || recordsRemovals
-    }
+    didSet { updateFlags() }
   }
+  /// Whether writes hand their changes to a ``LocalChangeFeed``: while one is open.
+  @usableFromInline var feedsLocalChanges = false {
+    didSet { updateFlags() }
+  }
+  /// The local changes not yet taken by the open ``LocalChangeFeed``, in commit order.
+  @usableFromInline var localChanges: [LocalChange<Key, Value>] = []
+  /// Whether the current write's changes stay out of the feed: a value that a get-or-create,
+  /// a get-or-load or a refresh stores is a copy of what the source holds, not a local change.
+  /// Set by the write, under the lock; cleared by ``commit(logged:cleared:deliversRemovals:)``.
+  @usableFromInline var suppressesFeed = false
+  /// Whether the feed's changes went from none to some since the feed was last woken: the
+  /// write that commits then wakes it.
+  @usableFromInline var feedNeedsWake = false
   /// What the current write changed, for the observers of tracked reads: handed over by
   /// ``commit(logged:cleared:deliversRemovals:)``.
   @usableFromInline var notices: _ObservationNotices?
@@ -128,6 +141,13 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// write reads it: one load and a branch, for a store that reports nothing.
   @usableFromInline private(set) var isReporting = false
 
+  /// Derives the flags every write reads from the settings.
+  @usableFromInline
+  mutating func updateFlags() {
+    isLogging = isTracking || observesReads || feedsLocalChanges
+    isReporting = isLogging || recordsRemovals
+  }
+
   /// The number of changes and clears ever logged: a write compares it before and after to
   /// tell whether it logged anything.
   @usableFromInline private(set) var appendCount = 0
@@ -144,6 +164,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
     if observesReads {
       noteObserved(key, hash: hash, changesPresence: wasPresent != (value != nil))
     }
+    if feedsLocalChanges && reason == .write && !suppressesFeed {
+      appendLocal(value.map { .updated(key, $0) } ?? .removed(key))
+    }
     guard isTracking else { return }
     if log.count == log.capacity { log = log.grown(minimumCapacity: Self.segmentCapacity) }
     appendCount &+= 1
@@ -159,6 +182,31 @@ struct _ChangeTracker<Key: Hashable, Value> {
   mutating func noteObserved(_ key: Key, hash: Int?, changesPresence: Bool) {
     if notices == nil { notices = _ObservationNotices() }
     notices?.append((hash ?? key.hashValue, changesPresence))
+  }
+
+  /// Appends `change` to the changes the open ``LocalChangeFeed`` has not taken.
+  @inlinable
+  mutating func appendLocal(_ change: LocalChange<Key, Value>) {
+    if localChanges.isEmpty { feedNeedsWake = true }
+    localChanges.append(change)
+  }
+
+  /// Hands the open feed a removal by a plain write of `key` that found it absent (no
+  /// transaction, so no commit); returns whether the write must wake the feed.
+  @inlinable @inline(never)
+  mutating func noteAbsentRemoval(_ key: Key) -> Bool {
+    appendLocal(.removed(key))
+    return settleFeed()
+  }
+
+  /// Ends the current write's part in the feed: its changes count again from the next write
+  /// on; returns whether the write must wake the feed.
+  @inlinable
+  mutating func settleFeed() -> Bool {
+    suppressesFeed = false
+    guard feedNeedsWake else { return false }
+    feedNeedsWake = false
+    return true
   }
 
   /// Appends a `removeAll()`, with the store's contents just before it.
@@ -182,6 +230,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
     // A store that reports nothing logged nothing.
     guard isReporting else { return nil }
     var followUp = notices != nil ? takeNotices() : nil
+    if feedsLocalChanges && settleFeed() {
+      followUp = followUp ?? _TrackingFollowUp()
+      followUp?.wakesFeed = true
+    }
     if cleared {
       followUp = self.followUp(sealing: true, merging: followUp)
     } else if appendCount != logged && !(isArmed && log.count < Self.segmentCapacity) {
@@ -237,11 +289,14 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// held.
   func _checkInvariants() -> String? {
     if isTracking != (interval > .zero) { return "the change log's tracking flag is stale" }
-    if isLogging != (isTracking || observesReads) {
+    if isLogging != (isTracking || observesReads || feedsLocalChanges) {
       return "the change log's logging flag is stale"
     }
     if isReporting != (isLogging || recordsRemovals) {
       return "the change log's reporting flag is stale"
+    }
+    if !feedsLocalChanges && !localChanges.isEmpty {
+      return "local changes are kept without an open feed"
     }
     if segments.count > Self.maximumSegments {
       return "the change log holds \(segments.count) full segments"

@@ -169,6 +169,7 @@ extension MemoryStore {
       _readObservers.with { $0.notify(notices, later: followUp.notifiesLater) }
     }
     if followUp.deliversRemovals { _scheduleRemovalDelivery() }
+    if followUp.wakesFeed { _wakeLocalChangeFeed() }
     if let delay = followUp.publishAfter {
       _schedulePublication(after: delay)
     }

@@ -34,6 +34,10 @@ public enum RemovalCause: Hashable, Sendable, CustomStringConvertible {
   /// The store removed the entry on its own: a limit, the decider, memory pressure, or its
   /// time to live (``EvictionReason/expired``), as ``StoreStatistics/evictions`` counts them.
   case evicted(EvictionReason)
+  /// Another instance changed the key, or the link to the other instances was lost:
+  /// ``MemoryStore/invalidateValues(forKeys:except:)`` or ``MemoryStore/invalidateAll(except:)``
+  /// dropped it.
+  case invalidated
 
   /// Whether the store removed the entry on its own, rather than a write.
   public var isEviction: Bool {
@@ -46,13 +50,15 @@ public enum RemovalCause: Hashable, Sendable, CustomStringConvertible {
     case .replaced: "replaced"
     case .removed: "removed"
     case .evicted(let reason): "evicted (\(reason))"
+    case .invalidated: "invalidated"
     }
   }
 
   /// The cause of a removal logged with `reason`.
   @usableFromInline
   static func removal(_ reason: ChangeReason) -> RemovalCause {
-    reason.evictionReason.map(RemovalCause.evicted) ?? .removed
+    if reason == .invalidated { return .invalidated }
+    return reason.evictionReason.map(RemovalCause.evicted) ?? .removed
   }
 }
 
