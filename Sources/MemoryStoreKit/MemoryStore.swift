@@ -622,18 +622,29 @@ extension MemoryStore {
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil,
     since: UInt64
   ) -> Value {
+    _insertCopy(value, forKey: key, cost: cost, timeToLive: timeToLive, since: since).existing
+      ?? value
+  }
+
+  /// Stores `value`, a copy of its source made after the invalidation generation `since`,
+  /// for `key`, unless the key holds a live value (returned as `existing`) or an invalidation
+  /// of the key came after `since`; `stored` says whether it was stored. Not a local change.
+  /// Runs the store's cost and time-to-live functions: call it outside every lock.
+  func _insertCopy(
+    _ value: Value, forKey key: Key, cost: Int?, timeToLive: Duration?, since: UInt64
+  ) -> (stored: Bool, existing: Value?) {
     let terms = _terms(key, value, cost: cost, timeToLive: timeToLive)
     let cost = terms.cost ?? 0
     let timeToLive = terms.timeToLive
     return _transact(timeToLive: timeToLive, activatingPolicy: cost != 0 || timeToLive != nil) {
       write in
-      if let existing = write.liveNode(key, in: self) { return existing.value.pointee }
+      if let existing = write.liveNode(key, in: self) { return (false, existing.value.pointee) }
       if write.access.state.invalidations.overtook(hash: key.hashValue, since: since) {
-        return value
+        return (false, nil)
       }
       if write.access.changes.feedsLocalChanges { write.access.changes.suppressesFeed = true }
       _ = write.set(key, value, cost: cost, timeToLive: timeToLive, in: self)
-      return value
+      return (true, nil)
     }
   }
 }

@@ -140,6 +140,26 @@ import Testing
     #expect(store["k"] == 2)
   }
 
+  @Test func aCopyReadAfterAMarkIsStoredUnlessAnInvalidationOvertookIt() {
+    let store = MemoryStore<String, Int>()
+    let feed = store.openLocalChangeFeed()
+    let mark = store.loadMark()
+    store.invalidateValues(forKeys: ["stale"])
+    #expect(!store.insertLoaded(1, forKey: "stale", after: mark))
+    #expect(store["stale"] == nil)
+    let stored = store.insertLoaded(2, forKey: "fresh", cost: 3, after: mark)
+    #expect(stored)
+    #expect(store["fresh"] == 2)
+    let cost: Int? = store.terms(forKey: "fresh")?.cost
+    #expect(cost == 3)
+    store["local"] = 4
+    let replaced = store.insertLoaded(5, forKey: "local", after: store.loadMark())
+    #expect(!replaced, "a held value wins")
+    #expect(store["local"] == 4)
+    #expect(store.insertLoaded(6, forKey: "stale", after: store.loadMark()))
+    #expect(feed.take() == [.updated("local", 4)], "copies are not local changes")
+  }
+
   @Test func aWriteAfterAnInvalidationIsKept() {
     let store = MemoryStore<String, Int>()
     store["k"] = 1
@@ -191,5 +211,37 @@ import Testing
     for (key, value) in store.allItems {
       #expect(value == truth[key] ?? -1, "key \(key) holds a stale value")
     }
+  }
+}
+
+/// `terms(forKey:)`: an entry's cost and the times it has left, without using it.
+@Suite("Entry terms") struct EntryTermsTests {
+  @Test func termsGiveTheCostAndTheTimesLeft() {
+    let scheduler = ManualScheduler()
+    let store = MemoryStore<String, Int>(scheduler: scheduler)
+    store["plain"] = 1
+    let plain: EntryTerms? = store.terms(forKey: "plain")
+    #expect(plain == EntryTerms())
+    let absent: EntryTerms? = store.terms(forKey: "absent")
+    #expect(absent == nil)
+    store.setValue(2, forKey: "timed", cost: 3, timeToLive: .seconds(10))
+    let timed: EntryTerms? = store.terms(forKey: "timed")
+    #expect(timed == EntryTerms(cost: 3, timeToLive: Duration.seconds(10)))
+    scheduler.advance(by: .seconds(4))
+    let later: Duration? = store.terms(forKey: "timed")?.timeToLive
+    #expect(later == Duration.seconds(6))
+    store.timeToIdle = .seconds(5)
+    store["idle"] = 4
+    let idle: Duration? = store.terms(forKey: "idle")?.timeToIdle
+    #expect(idle == Duration.seconds(5))
+    scheduler.advance(by: .seconds(2))
+    let idleLater: Duration? = store.terms(forKey: "idle")?.timeToIdle
+    #expect(idleLater == Duration.seconds(3), "a look is not a read")
+    scheduler.advance(by: .seconds(10))
+    let expired: EntryTerms? = store.terms(forKey: "timed")
+    #expect(expired == nil, "an expired entry has no terms")
+    let statistics = store.statistics
+    #expect(statistics.hits == 0)
+    #expect(statistics.misses == 0)
   }
 }

@@ -74,6 +74,24 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
     store._closeLocalChangeFeed(_signal)
   }
 
+  /// Returns once there may be changes to take: at once if a write gave the feed changes
+  /// since the previous wait, otherwise when one does, or when the feed closes, its store is
+  /// freed or the calling task is cancelled.
+  ///
+  /// For a consumer that takes with ``take()`` under a lock of its own (so that every take is
+  /// ordered with its own state), in place of iterating:
+  ///
+  /// ```swift
+  /// while feed.isOpen && !Task.isCancelled {
+  ///   state.withLock { $0.add(feed.take()) }
+  ///   await publishWhatIsPending()
+  ///   await feed.waitForChanges()
+  /// }
+  /// ```
+  public func waitForChanges() async {
+    await _signal.wait()
+  }
+
   /// Whether the feed is open: not closed, and its store alive.
   public var isOpen: Bool {
     _store.withLock { $0.store != nil } && !_signal.isClosed
@@ -102,7 +120,7 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
         let changes = feed.take()
         if !changes.isEmpty { return changes }
         guard feed.isOpen else { return nil }
-        await feed._signal.wait()
+        await feed.waitForChanges()
       }
       return nil
     }

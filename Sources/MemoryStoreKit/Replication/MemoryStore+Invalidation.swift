@@ -189,3 +189,55 @@ extension MemoryStore {
     _invalidationGeneration.load(ordering: .acquiring)
   }
 }
+
+// MARK: - Loads from a shared source
+
+extension MemoryStore {
+  /// A point in the order of a store's invalidations, taken before reading a source: a value
+  /// read after it is stale if an invalidation of its key came after it (see
+  /// ``insertLoaded(_:forKey:cost:timeToLive:after:)``).
+  public struct LoadMark: Hashable, Sendable {
+    let generation: UInt64
+  }
+
+  /// A mark to take just before reading a value from the source that other instances write
+  /// to, for ``insertLoaded(_:forKey:cost:timeToLive:after:)``.
+  ///
+  /// Thread-safe; one atomic load.
+  public func loadMark() -> LoadMark {
+    LoadMark(generation: _invalidationStart())
+  }
+
+  /// Stores `value`, read from a shared source after `mark` was taken, unless the key holds a
+  /// value already or an invalidation of the key came after `mark`: what a loader of its own
+  /// (a warm start, a read-through with each row's own time to live) calls instead of a write.
+  ///
+  /// ```swift
+  /// let mark = store.loadMark()
+  /// let row = try await database.row(forKey: key)          // may be stale by the time it returns
+  /// store.insertLoaded(row.value, forKey: key, timeToLive: row.timeLeft, after: mark)
+  /// ```
+  ///
+  /// Like a get-or-load's value, it is a copy of the source, not a local change: the
+  /// ``LocalChangeFeed`` does not get it, and change batches report it as a ``ChangeReason/write``.
+  ///
+  /// - Parameters:
+  ///   - value: The value read.
+  ///   - key: Its key.
+  ///   - cost: Its cost; `nil` uses ``entryCost``, or 0 without one.
+  ///   - timeToLive: How long it lives; `nil` uses ``entryTimeToLive`` or ``defaultTimeToLive``.
+  ///   - mark: The mark taken before the source was read.
+  /// - Returns: Whether the store took the value (`false`: the key held one, or an
+  ///   invalidation overtook the read).
+  /// - Complexity: O(1) on average: one write.
+  @discardableResult
+  public func insertLoaded(
+    _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil,
+    after mark: LoadMark
+  ) -> Bool {
+    _insertCopy(
+      value, forKey: key, cost: cost.map(Self._clampedCost), timeToLive: timeToLive,
+      since: mark.generation
+    ).stored
+  }
+}
