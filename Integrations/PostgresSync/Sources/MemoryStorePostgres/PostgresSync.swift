@@ -599,10 +599,12 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     return value
   }
 
-  private func decode(_ row: SharedTable.StoredRow, as key: Key) throws(PostgresSyncError) -> Value {
+  private func decode(_ row: SharedTable.StoredRow, as key: Key) throws(PostgresSyncError) -> Value
+  {
     let entries: [Key: Value]
     do {
-      entries = try configuration.coder.decode(Data(row.value.readableBytesView), as: [Key: Value].self)
+      entries = try configuration.coder.decode(
+        Data(row.value.readableBytesView), as: [Key: Value].self)
     } catch {
       throw PostgresSyncError(
         .decodingFailed, "the row of \(row.key) in \(table?.name ?? "the table") does not decode",

@@ -135,7 +135,8 @@ struct SharedTable: Sendable {
     guard parts.count == 1 || (allowingSchema && parts.count == 2) else { return false }
     return parts.allSatisfy { part in
       guard let first = part.utf8.first, part.utf8.count <= 63 else { return false }
-      let isStart = (first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z")) || first == UInt8(ascii: "_")
+      let isStart =
+        (first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z")) || first == UInt8(ascii: "_")
       return isStart
         && part.utf8.allSatisfy { byte in
           (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))

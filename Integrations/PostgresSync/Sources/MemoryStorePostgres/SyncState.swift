@@ -111,7 +111,8 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   /// Starts a batch of at most `maximumKeys` keys (all of them with a clear), or returns
   /// `nil` if one is in flight or nothing is pending.
-  mutating func beginBatch(maximumKeys: Int) -> (changes: Changes, epoch: UInt64, sequence: UInt64)? {
+  mutating func beginBatch(maximumKeys: Int) -> (changes: Changes, epoch: UInt64, sequence: UInt64)?
+  {
     guard inFlight == nil, !pending.isEmpty else { return nil }
     var batch: Changes
     if pending.clears || pending.keys.count <= maximumKeys {
@@ -173,7 +174,9 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     case .everything: reception = .flush(.requested(origin: message.origin))
     }
     if let known {
-      if message.epoch < known.epoch || (message.epoch == known.epoch && message.sequence <= known.sequence) {
+      if message.epoch < known.epoch
+        || (message.epoch == known.epoch && message.sequence <= known.sequence)
+      {
         origins[message.origin] = known
         statistics.messagesIgnored += 1
         return .ignore("an older message of instance \(message.origin)")

@@ -1,0 +1,297 @@
+import Foundation
+import MemoryStoreKit
+import PostgresNIO
+import Testing
+
+@testable import MemoryStorePostgres
+
+/// Several instances of one store, each with its own connections, kept coherent through a
+/// real PostgreSQL server.
+@Suite("PostgresSync: coherence") struct PostgresSyncCoherenceTests {
+  @Test func aWriteOnOneInstanceReachesTheOthersAndReplacesTheirCopies() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(3, database: database) { instances in
+        let (a, b, c) = (instances[0], instances[1], instances[2])
+        a.store["k"] = 1
+        try await a.sync.publishPending()
+        #expect(try await b.sync.value(forKey: "k") == 1, "read through the table")
+        #expect(try await c.sync.value(forKey: "k") == 1)
+        #expect(b.store["k"] == 1, "kept after the read")
+        let bInvalidations = b.store.removals().makeAsyncIterator()
+        let cInvalidations = c.store.removals().makeAsyncIterator()
+        a.store["k"] = 2
+        try await a.sync.publishPending()
+        try await expectInvalidation(of: "k", bInvalidations)
+        try await expectInvalidation(of: "k", cInvalidations)
+        #expect(try await b.sync.value(forKey: "k") == 2)
+        #expect(try await c.sync.value(forKey: "k") == 2)
+        #expect(a.store["k"] == 2, "an instance ignores its own messages")
+        #expect(a.sync.statistics.messagesPublished == 2)
+      }
+    }
+  }
+
+  @Test func removalsAndClearsConverge() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(2, database: database) { instances in
+        let (a, b) = (instances[0], instances[1])
+        a.store.addEntries(["x": 1, "y": 2, "z": 3])
+        try await a.sync.publishPending()
+        for key in ["x", "y", "z"] { _ = try await b.sync.value(forKey: key) }
+        #expect(b.store.count == 3)
+        b.store["x"] = nil  // removed on the other instance
+        try await b.sync.publishPending()
+        try await eventually("x dropped on a") { a.store["x"] == nil }
+        #expect(try await a.sync.value(forKey: "x") == nil)
+        let start = b.events.count
+        a.store.removeAll()
+        try await a.sync.publishPending()
+        try await b.events.first(from: start, "a flush requested by a") {
+          if case .flushed(.requested(let origin), _) = $0 { return origin == a.sync.origin }
+          return false
+        }
+        #expect(b.store.isEmpty)
+        #expect(try await b.sync.value(forKey: "y") == nil, "the table was cleared too")
+      }
+    }
+  }
+
+  @Test func localWritesNotYetCommittedSurviveInvalidations() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(2, database: database) { instances in
+        let (a, b) = (instances[0], instances[1])
+        b.store["k"] = 10
+        try await b.sync.publishPending()
+        // An invalidation of k while b holds a newer local write it has not committed: b's
+        // write wins once committed, and b keeps it meanwhile.
+        b.store["k"] = 11
+        a.store["k"] = 20
+        try await a.sync.publishPending()
+        #expect(b.store["k"] == 11 || b.store["k"] == nil)
+        #expect(try await b.sync.value(forKey: "k") != 20 || b.store["k"] == nil)
+        try await b.sync.publishPending()
+        // Whichever commit came last is what both read from now on.
+        try await a.sync.publishPending()
+        try await eventually("both agree on k") {
+          a.store["k"] == nil || b.store["k"] == nil || a.store["k"] == b.store["k"]
+        }
+        let fromA = try await a.sync.value(forKey: "k")
+        let fromB = try await b.sync.value(forKey: "k")
+        #expect(fromA == fromB)
+      }
+    }
+  }
+
+  @Test func aReadThatAnInvalidationOvertakesIsNotKept() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(1, database: database) { instances in
+        let a = instances[0]
+        let table = try #require(a.sync.configuration.table)
+        a.store["k"] = 1
+        try await a.sync.publishPending()
+        a.store.invalidateAll()
+        // Hold the table so that the read waits, announce k meanwhile from "another
+        // instance", then let the read go: it returns the row it read, but must not keep it.
+        let locker = try await database.connect()
+        try await locker.query("BEGIN", logger: testLogger)
+        try await locker.query(
+          "LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+        let read = Task { try await a.sync.value(forKey: "k") }
+        try await eventually("the read waiting for the lock") {
+          a.sync.statistics.tableReads == 0 && !read.isCancelled
+        }
+        try await waitForBlockedQuery(on: database, table: table)
+        let message = SyncMessage(origin: UUID(), epoch: 1, sequence: 1, scope: .keys(["k"]))
+        try await notify(a.sync.configuration.channel, message.payload(), database: database)
+        try await eventually("the invalidation received") {
+          a.sync.statistics.keysInvalidated == 1
+        }
+        try await locker.query("ROLLBACK", logger: testLogger)
+        try await locker.close()
+        #expect(try await read.value == 1, "the caller gets what was read")
+        #expect(a.store["k"] == nil, "but the store does not keep it")
+      }
+    }
+  }
+
+  @Test func aDatabaseThatIsDownGivesTypedErrorsAndLosesNothing() async throws {
+    try await TestDatabase.withExclusiveServer { database in
+      try await withInstances(2, database: database) { instances in
+        let (a, b) = (instances[0], instances[1])
+        a.store["k"] = 1
+        try await a.sync.publishPending()
+        #expect(try await b.sync.value(forKey: "k") == 1)
+        let bStart = b.events.count
+        try await database.kill()
+        try await b.events.first(from: bStart, "b losing the channel") {
+          if case .connectionLost = $0 { return true }
+          return false
+        }
+        #expect(!b.store.contains("k"), "flushed when the connection was lost")
+        #expect(!b.sync.isListening)
+        // Writes go on locally and stay pending; reads that miss fail with a typed error.
+        a.store["k"] = 2
+        a.store["new"] = 3
+        #expect(a.store["k"] == 2, "read-your-writes during the outage")
+        do {
+          _ = try await b.sync.value(forKey: "k")
+          Issue.record("a read of a database that is down succeeded")
+        } catch let error as PostgresSyncError {
+          #expect(error.kind == .databaseUnavailable)
+        }
+        let bRestart = b.events.count
+        try await database.restart()
+        try await a.sync.publishPending(timeout: .seconds(60))
+        try await b.events.first(from: bRestart, within: .seconds(60), "b listening again") {
+          $0 == .listening
+        }
+        #expect(try await b.sync.value(forKey: "k") == 2)
+        #expect(try await b.sync.value(forKey: "new") == 3)
+        #expect(a.store["k"] == 2 && a.store["new"] == 3, "nothing in memory was lost")
+      }
+    }
+  }
+}
+
+/// Payloads on the channel that are not messages of the sync, or that show missed messages.
+@Suite("PostgresSync: messages") struct PostgresSyncMessageTests {
+  @Test func payloadsThatAreNotOursAreIgnoredAndReported() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(1, database: database) { instances in
+        let a = instances[0]
+        a.store.addEntries(["k": 1, "j": 2])
+        let channel = a.sync.configuration.channel
+        let hostile = [
+          "", "hello", "{", "{}", "[1,2]", #"{"ms":99,"o":"x"}"#,
+          #"{"ms":1,"o":"not-a-uuid","e":1,"s":1,"k":["k"]}"#,
+          #"{"ms":1,"o":"\#(UUID())","e":1,"s":0,"k":["k"]}"#,
+          #"{"ms":1,"o":"\#(UUID())","e":1,"s":1}"#,
+          #"{"ms":1,"o":"\#(UUID())","e":1,"s":1,"k":"k"}"#,
+          #"{"ms":1,"o":"\#(UUID())","e":1,"s":1,"k":[1]}"#,
+          String(repeating: "x", count: 7_999),
+          "{" + String(repeating: " ", count: 7_998),
+        ]
+        for payload in hostile { try await notify(channel, payload, database: database) }
+        try await eventually("every payload rejected") {
+          a.sync.statistics.payloadsRejected == UInt64(hostile.count)
+        }
+        #expect(a.store.count == 2, "no hostile payload dropped anything")
+        #expect(a.sync.isListening)
+      }
+    }
+  }
+
+  @Test func aKeyThatDoesNotDecodeRejectsTheMessage() async throws {
+    try await TestDatabase.withServer { database in
+      let endpoint = try PostgresEndpoint(url: database.url + "?sslmode=disable")
+      let store = MemoryStore<Int, Int>()
+      let name = uniqueName("intkeys")
+      let sync = try PostgresSync(
+        store: store, endpoint: endpoint, configuration: .init(channel: name))
+      let events = SyncEventLog(sync.events)
+      let task = Task { try await sync.run() }
+      defer { task.cancel() }
+      try await events.first("listening") { $0 == .listening }
+      store[1] = 1
+      let message = SyncMessage(origin: UUID(), epoch: 1, sequence: 1, scope: .keys(["one"]))
+      try await notify(name, message.payload(), database: database)
+      try await events.first("the rejection") {
+        if case .ignoredPayload = $0 { return true }
+        return false
+      }
+      #expect(store[1] == 1)
+    }
+  }
+
+  @Test func aGapOrANewEpochFlushes() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(1, database: database) { instances in
+        let a = instances[0]
+        let channel = a.sync.configuration.channel
+        let other = UUID()
+        func send(epoch: UInt64, sequence: UInt64, _ keys: [String]) async throws {
+          let message = SyncMessage(
+            origin: other, epoch: epoch, sequence: sequence, scope: .keys(keys))
+          try await notify(channel, message.payload(), database: database)
+        }
+        a.store.addEntries(["a": 1, "b": 2, "c": 3])
+        try await send(epoch: 1, sequence: 1, ["a"])
+        try await eventually("a invalidated") { a.store["a"] == nil }
+        #expect(a.store.count == 2, "one key, not a flush")
+        let start = a.events.count
+        try await send(epoch: 1, sequence: 3, ["b"])  // 2 is missing
+        try await a.events.first(from: start, "a gap") {
+          $0 == .flushed(.sequenceGap(origin: other, expected: 2, got: 3), dropped: 2)
+        }
+        #expect(a.store.isEmpty)
+        a.store["d"] = 4
+        try await a.sync.publishPending()
+        let again = a.events.count
+        try await send(epoch: 2, sequence: 1, ["x"])
+        try await a.events.first(from: again, "a new epoch") {
+          if case .flushed(.epochChanged(let origin), _) = $0 { return origin == other }
+          return false
+        }
+        #expect(a.store.isEmpty, "the committed write was flushed too")
+        #expect(try await a.sync.value(forKey: "d") == 4, "and reads back from the table")
+      }
+    }
+  }
+
+  @Test func manyKeysSplitOverMessagesAndAHugeKeyAnnouncesEverything() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(2, database: database, table: false) { instances in
+        let (a, b) = (instances[0], instances[1])
+        let keys = (0..<2_000).map { "a-rather-long-key-\($0)" }
+        b.store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 0) }))
+        b.store["untouched"] = 1
+        a.store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 1) }))
+        try await a.sync.publishPending()
+        try await eventually("every key dropped on b") { b.store.count == 1 }
+        #expect(a.sync.statistics.messagesPublished > 1, "split over several messages")
+        #expect(b.sync.statistics.flushes == 1, "no flush but the first listening one")
+        let start = b.events.count
+        a.store[String(repeating: "k", count: 10_000)] = 1
+        try await a.sync.publishPending()
+        try await b.events.first(from: start, "everything announced") {
+          if case .flushed(.requested, _) = $0 { return true }
+          return false
+        }
+        #expect(b.store.isEmpty)
+      }
+    }
+  }
+}
+
+/// Waits for the next removal of `key` by an invalidation.
+func expectInvalidation(
+  of key: String, _ iterator: MemoryStore<String, Int>.Removals.Iterator,
+  within limit: Duration = .seconds(30)
+) async throws {
+  let found = try await withTimeout(limit, onTimeout: { WaitTimedOut(what: "\(key) invalidated") })
+  {
+    var iterator = iterator
+    while let removal = await iterator.next() {
+      if removal.key == key && removal.cause == .invalidated { return true }
+    }
+    return false
+  }
+  #expect(found)
+}
+
+/// Waits until a query on `table` waits for a lock.
+func waitForBlockedQuery(on database: TestDatabase, table: String) async throws {
+  try await database.withConnection { connection in
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+      let rows = try await connection.query(
+        """
+        SELECT count(*)::int8 FROM pg_stat_activity
+        WHERE wait_event_type = 'Lock' AND query LIKE '%' || \(table) || '%'
+        """, logger: testLogger)
+      for try await (count) in rows.decode(Int64.self) where count > 0 { return }
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    throw WaitTimedOut(what: "a read blocked on the table")
+  }
+}

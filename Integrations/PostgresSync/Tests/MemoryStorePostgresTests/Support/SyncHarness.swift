@@ -1,0 +1,129 @@
+import Foundation
+import Logging
+import MemoryStoreKit
+import PostgresNIO
+import Synchronization
+import Testing
+
+@testable import MemoryStorePostgres
+
+/// A test's wait ran out.
+struct WaitTimedOut: Error, CustomStringConvertible {
+  let what: String
+  var description: String { "timed out waiting for \(what)" }
+}
+
+/// Every event a sync reported, in order, for tests to wait on (each wait bounded).
+final class SyncEventLog: Sendable {
+  private let events = Mutex<[PostgresSyncEvent]>([])
+  private let waiters = Mutex<[AsyncSignal]>([])
+
+  init(_ stream: AsyncStream<PostgresSyncEvent>) {
+    Task { [self] in
+      for await event in stream {
+        events.withLock { $0.append(event) }
+        for waiter in waiters.withLock({ $0 }) { waiter.signal() }
+      }
+    }
+  }
+
+  var all: [PostgresSyncEvent] { events.withLock { $0 } }
+  var count: Int { events.withLock { $0.count } }
+
+  /// The first event from position `start` on that satisfies `predicate`, waiting for it up
+  /// to `limit`.
+  @discardableResult
+  func first(
+    from start: Int = 0, within limit: Duration = .seconds(30), _ what: String,
+    where predicate: @Sendable (PostgresSyncEvent) -> Bool
+  ) async throws -> PostgresSyncEvent {
+    let signal = AsyncSignal()
+    waiters.withLock { $0.append(signal) }
+    defer { waiters.withLock { $0.removeAll { $0 === signal } } }
+    let deadline = ContinuousClock.now + limit
+    while true {
+      if let found = events.withLock({ $0.dropFirst(start).first(where: predicate) }) {
+        return found
+      }
+      guard ContinuousClock.now < deadline else { throw WaitTimedOut(what: what) }
+      try? await withTimeout(deadline - .now, onTimeout: { CancellationError() }) {
+        await signal.wait()
+      }
+    }
+  }
+}
+
+/// Waits until `condition` holds, checking every few milliseconds, up to `limit`.
+func eventually(
+  within limit: Duration = .seconds(30), _ what: String, _ condition: () -> Bool
+) async throws {
+  let deadline = ContinuousClock.now + limit
+  while !condition() {
+    guard ContinuousClock.now < deadline else { throw WaitTimedOut(what: what) }
+    try await Task.sleep(for: .milliseconds(2))
+  }
+}
+
+/// One instance of a store kept coherent through the test database.
+struct SyncInstance: Sendable {
+  let store: MemoryStore<String, Int>
+  let sync: PostgresSync<String, Int>
+  let events: SyncEventLog
+  let task: Task<Void, any Error>
+
+  /// Waits until the instance listens to its channel.
+  func waitUntilListening(from start: Int = 0) async throws {
+    try await events.first(from: start, "listening") { $0 == .listening }
+  }
+}
+
+/// A channel and table name of their own for one test.
+func uniqueName(_ prefix: String) -> String {
+  prefix + "_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+}
+
+/// Runs `body` with `count` instances sharing a channel and a table, each with its own store
+/// and connections, all listening; stops them afterwards.
+func withInstances(
+  _ count: Int, database: TestDatabase, table: Bool = true,
+  configure: (inout PostgresSync<String, Int>.Configuration) -> Void = { _ in },
+  _ body: ([SyncInstance]) async throws -> Void
+) async throws {
+  let name = uniqueName("sync")
+  var configuration = PostgresSync<String, Int>.Configuration(
+    channel: name, table: table ? name : nil)
+  configuration.keepAliveInterval = .milliseconds(250)
+  configure(&configuration)
+  let endpoint = try PostgresEndpoint(url: database.url + "?sslmode=disable")
+  var instances: [SyncInstance] = []
+  for index in 0..<count {
+    let store = MemoryStore<String, Int>(name: "instance \(index)")
+    var logger = Logger(label: "sync.\(index)")
+    logger.logLevel = .critical
+    let sync = try PostgresSync(
+      store: store, endpoint: endpoint, configuration: configuration, logger: logger)
+    let events = SyncEventLog(sync.events)
+    let task = Task { try await sync.run() }
+    instances.append(SyncInstance(store: store, sync: sync, events: events, task: task))
+  }
+  do {
+    for instance in instances { try await instance.waitUntilListening() }
+    try await body(instances)
+  } catch {
+    for instance in instances { instance.task.cancel() }
+    for instance in instances { _ = try? await instance.task.value }
+    throw error
+  }
+  for instance in instances { instance.task.cancel() }
+  for instance in instances { _ = try? await instance.task.value }
+}
+
+/// Sends `payload` on `channel` from a connection of the test's own.
+func notify(_ channel: String, _ payload: String, database: TestDatabase) async throws {
+  try await database.withConnection { connection in
+    _ = try await connection.query(
+      "SELECT pg_notify(\(channel), \(payload))", logger: testLogger)
+  }
+}
+
+let testLogger = Logger(label: "MemoryStorePostgresTests")
