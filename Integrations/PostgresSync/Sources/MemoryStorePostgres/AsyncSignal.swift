@@ -42,10 +42,10 @@ final class AsyncSignal: Sendable {
   }
 }
 
-/// Runs `operation`, and throws `onTimeout()` if it has not finished after `limit` (then
+/// Runs `operation`, and throws `timeoutError` if it has not finished after `limit` (then
 /// cancels it).
 func withTimeout<Result: Sendable>(
-  _ limit: Duration, onTimeout: @escaping @Sendable () -> any Error,
+  _ limit: Duration, orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
   _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
   try await withThrowingTaskGroup(of: Result?.self) { group in
@@ -57,7 +57,7 @@ func withTimeout<Result: Sendable>(
     defer { group.cancelAll() }
     while let next = try await group.next() {
       if let result = next { return result }
-      throw onTimeout()
+      throw timeoutError()
     }
     throw CancellationError()
   }

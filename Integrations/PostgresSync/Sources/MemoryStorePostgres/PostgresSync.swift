@@ -326,7 +326,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let logger = self.logger
     try await withTimeout(
       configuration.databaseTimeout,
-      onTimeout: { PostgresSyncError(.databaseUnavailable, "creating \(table.name) took too long") }
+      orThrow: PostgresSyncError(.databaseUnavailable, "creating \(table.name) took too long")
     ) { [client] in
       try await client.withConnection { connection in
         try await table.create(on: connection, logger: logger)
@@ -349,9 +349,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     do {
       messages = try await withTimeout(
         configuration.databaseTimeout,
-        onTimeout: {
-          PostgresSyncError(.databaseUnavailable, "the commit did not finish in time")
-        }
+        orThrow: PostgresSyncError(.databaseUnavailable, "the commit did not finish in time")
       ) {
         try await self.commit(batch, epoch: epoch, firstSequence: sequence)
       }
@@ -509,7 +507,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
         throw PostgresSyncError(
           .databaseUnavailable, "the local changes were not committed within \(timeout)")
       }
-      try? await withTimeout(deadline - .now, onTimeout: { CancellationError() }) {
+      try? await withTimeout(deadline - .now, orThrow: CancellationError()) {
         await signal.wait()
       }
     }
@@ -575,9 +573,8 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     do {
       row = try await withTimeout(
         configuration.databaseTimeout,
-        onTimeout: {
-          PostgresSyncError(.databaseUnavailable, "reading the table took too long", key: text)
-        }
+        orThrow: PostgresSyncError(
+          .databaseUnavailable, "reading the table took too long", key: text)
       ) { [client, logger] in
         try await table.row(text, on: client, logger: logger)
       }

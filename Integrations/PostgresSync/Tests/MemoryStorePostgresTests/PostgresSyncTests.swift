@@ -268,8 +268,7 @@ func expectInvalidation(
   of key: String, _ iterator: MemoryStore<String, Int>.Removals.Iterator,
   within limit: Duration = .seconds(30)
 ) async throws {
-  let found = try await withTimeout(limit, onTimeout: { WaitTimedOut(what: "\(key) invalidated") })
-  {
+  let found = try await withTimeout(limit, orThrow: WaitTimedOut(what: "\(key) invalidated")) {
     var iterator = iterator
     while let removal = await iterator.next() {
       if removal.key == key && removal.cause == .invalidated { return true }

@@ -46,7 +46,7 @@ final class SyncEventLog: Sendable {
         return found
       }
       guard ContinuousClock.now < deadline else { throw WaitTimedOut(what: what) }
-      try? await withTimeout(deadline - .now, onTimeout: { CancellationError() }) {
+      try? await withTimeout(deadline - .now, orThrow: CancellationError()) {
         await signal.wait()
       }
     }
