@@ -214,7 +214,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       case .disconnected(let error):
         state.withLock { $0.isListening = false }
         emit(
-          .connectionLost(String(describing: error)), level: .warning,
+          .connectionLost(String(reflecting: error)), level: .warning,
           "the channel's connection was lost")
         flush(.connectionLost)
       }
@@ -300,7 +300,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       } catch {
         failures += 1
         emit(
-          .publishFailed(String(describing: error)), level: .warning,
+          .publishFailed(String(reflecting: error)), level: .warning,
           "creating the shared table failed; retrying")
         try? await Task.sleep(for: retryDelay(afterFailures: failures))
       }
@@ -334,6 +334,12 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     }
   }
 
+  /// Whether `error` says that the table does not exist (SQLSTATE 42P01).
+  static func isUndefinedTable(_ error: any Error) -> Bool {
+    let underlying = (error as? PostgresTransactionError)?.closureError ?? error
+    return (underlying as? PSQLError)?.serverInfo?[.sqlState] == "42P01"
+  }
+
   enum BatchOutcome {
     case none, committed, failed
   }
@@ -356,8 +362,12 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     } catch {
       _ = state.withLock { $0.endBatch(committedWith: nil) }
       emit(
-        .publishFailed(String(describing: error)), level: .warning,
+        .publishFailed(String(reflecting: error)), level: .warning,
         "publishing local changes failed; they stay pending")
+      // The table is gone (dropped, or a database restored without it): made again.
+      if Self.isUndefinedTable(error) && configuration.createsTable {
+        try? await createTable()
+      }
       return .failed
     }
     state.withLock { state in
@@ -414,8 +424,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
         try await table.delete(removed, on: connection, logger: logger)
       }
       for message in messages {
-        try await connection.query(
-          "SELECT pg_notify(\(channel), \(message.payload()))", logger: logger)
+        _ = try await connection.query(
+          "SELECT pg_notify(\(channel), \(message.payload()))", logger: logger
+        ).collect()
       }
     }
     return messages.count

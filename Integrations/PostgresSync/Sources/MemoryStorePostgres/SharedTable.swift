@@ -36,7 +36,7 @@ struct SharedTable: Sendable {
   }
 
   func create(on connection: PostgresConnection, logger: Logger) async throws {
-    try await connection.query(
+    _ = try await connection.query(
       """
       CREATE TABLE IF NOT EXISTS \(unescaped: name) (
         key text PRIMARY KEY,
@@ -47,11 +47,13 @@ struct SharedTable: Sendable {
         written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         origin uuid NOT NULL
       )
-      """, logger: logger)
-    try await connection.query(
+      """, logger: logger
+    ).collect()
+    _ = try await connection.query(
       """
       CREATE INDEX IF NOT EXISTS \(unescaped: indexName) ON \(unescaped: name) (written_at DESC)
-      """, logger: logger)
+      """, logger: logger
+    ).collect()
   }
 
   /// The index of rows by time written, for a warm start.
@@ -67,7 +69,7 @@ struct SharedTable: Sendable {
     let values = rows.map(\.value)
     let costs = rows.map(\.cost)
     let lifetimes = rows.map(\.secondsToLive)
-    try await connection.query(
+    _ = try await connection.query(
       """
       INSERT INTO \(unescaped: name) AS t (key, value, cost, expires_at, origin)
       SELECT k, v, c,
@@ -78,17 +80,19 @@ struct SharedTable: Sendable {
       ON CONFLICT (key) DO UPDATE SET
         value = EXCLUDED.value, cost = EXCLUDED.cost, expires_at = EXCLUDED.expires_at,
         version = t.version + 1, written_at = clock_timestamp(), origin = EXCLUDED.origin
-      """, logger: logger)
+      """, logger: logger
+    ).collect()
   }
 
   func delete(_ keys: [String], on connection: PostgresConnection, logger: Logger) async throws {
     guard !keys.isEmpty else { return }
-    try await connection.query(
-      "DELETE FROM \(unescaped: name) WHERE key = ANY(\(keys)::text[])", logger: logger)
+    _ = try await connection.query(
+      "DELETE FROM \(unescaped: name) WHERE key = ANY(\(keys)::text[])", logger: logger
+    ).collect()
   }
 
   func deleteAll(on connection: PostgresConnection, logger: Logger) async throws {
-    try await connection.query("DELETE FROM \(unescaped: name)", logger: logger)
+    _ = try await connection.query("DELETE FROM \(unescaped: name)", logger: logger).collect()
   }
 
   /// The live row of `key`, if any.
@@ -99,12 +103,14 @@ struct SharedTable: Sendable {
       FROM \(unescaped: name)
       WHERE key = \(key) AND (expires_at IS NULL OR expires_at > clock_timestamp())
       """, logger: logger)
+    // Read to the end: an error the statement raises comes with the rows.
+    var found: StoredRow?
     for try await (key, value, cost, seconds) in rows.decode(
       (String, ByteBuffer, Int64, Double?).self)
     {
-      return StoredRow(key: key, value: value, cost: cost, secondsToLive: seconds)
+      found = StoredRow(key: key, value: value, cost: cost, secondsToLive: seconds)
     }
-    return nil
+    return found
   }
 
   /// The `limit` live rows written last, newest first.

@@ -14,6 +14,9 @@ import Testing
         let (a, b, c) = (instances[0], instances[1], instances[2])
         a.store["k"] = 1
         try await a.sync.publishPending()
+        try await eventually("a's announcement received") {
+          b.sync.statistics.messagesReceived >= 1 && c.sync.statistics.messagesReceived >= 1
+        }
         #expect(try await b.sync.value(forKey: "k") == 1, "read through the table")
         #expect(try await c.sync.value(forKey: "k") == 1)
         #expect(b.store["k"] == 1, "kept after the read")
@@ -37,6 +40,10 @@ import Testing
         let (a, b) = (instances[0], instances[1])
         a.store.addEntries(["x": 1, "y": 2, "z": 3])
         try await a.sync.publishPending()
+        // b hears of the keys first: a read that the announcement overtook would not be kept.
+        try await eventually("a's announcement received") {
+          b.sync.statistics.messagesReceived >= 1
+        }
         for key in ["x", "y", "z"] { _ = try await b.sync.value(forKey: key) }
         #expect(b.store.count == 3)
         b.store["x"] = nil  // removed on the other instance
@@ -60,24 +67,32 @@ import Testing
     try await TestDatabase.withServer { database in
       try await withInstances(2, database: database) { instances in
         let (a, b) = (instances[0], instances[1])
-        b.store["k"] = 10
-        try await b.sync.publishPending()
-        // An invalidation of k while b holds a newer local write it has not committed: b's
-        // write wins once committed, and b keeps it meanwhile.
-        b.store["k"] = 11
-        a.store["k"] = 20
-        try await a.sync.publishPending()
-        #expect(b.store["k"] == 11 || b.store["k"] == nil)
-        #expect(try await b.sync.value(forKey: "k") != 20 || b.store["k"] == nil)
-        try await b.sync.publishPending()
-        // Whichever commit came last is what both read from now on.
-        try await a.sync.publishPending()
-        try await eventually("both agree on k") {
-          a.store["k"] == nil || b.store["k"] == nil || a.store["k"] == b.store["k"]
+        let table = try #require(b.sync.configuration.table)
+        // Hold the table, so that b's next commit waits in flight.
+        let locker = try await database.connect()
+        try await locker.query("BEGIN", logger: testLogger)
+        try await locker.query(
+          "LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+        b.store.addEntries(["k": 11, "j": 1])  // one write: one batch in flight
+        try await waitForBlockedQuery(on: database, table: table)
+        // Another instance announces k and j meanwhile.
+        let message = SyncMessage(origin: UUID(), epoch: 1, sequence: 1, scope: .keys(["k", "j"]))
+        try await notify(b.sync.configuration.channel, message.payload(), database: database)
+        try await eventually("the announcement received") {
+          b.sync.statistics.keysInvalidated == 2
         }
-        let fromA = try await a.sync.value(forKey: "k")
-        let fromB = try await b.sync.value(forKey: "k")
-        #expect(fromA == fromB)
+        #expect(b.store["k"] == 11 && b.store["j"] == 1, "writes in flight are kept")
+        b.store["k"] = 12  // changed again before the commit: pending after it
+        try await locker.query("ROLLBACK", logger: testLogger)
+        try await locker.close()
+        try await b.sync.publishPending()
+        // Which of the commits came last is unknown to b: a key changed elsewhere while its
+        // write was in flight is dropped once it is committed, unless b changed it again.
+        #expect(b.store["j"] == nil)
+        #expect(try await b.sync.value(forKey: "j") == 1, "the table has b's write")
+        #expect(b.store["k"] == 12)
+        try await eventually("a hearing of k") { a.sync.statistics.keysInvalidated >= 3 }
+        #expect(try await a.sync.value(forKey: "k") == 12)
       }
     }
   }
@@ -147,7 +162,10 @@ import Testing
         }
         #expect(try await b.sync.value(forKey: "k") == 2)
         #expect(try await b.sync.value(forKey: "new") == 3)
-        #expect(a.store["k"] == 2 && a.store["new"] == 3, "nothing in memory was lost")
+        // a's writes made during the outage reached the table: a reads them back too (its own
+        // flush on listening again may have dropped the copies it held).
+        #expect(try await a.sync.value(forKey: "k") == 2)
+        #expect(try await a.sync.value(forKey: "new") == 3)
       }
     }
   }
@@ -215,6 +233,8 @@ import Testing
           try await notify(channel, message.payload(), database: database)
         }
         a.store.addEntries(["a": 1, "b": 2, "c": 3])
+        // Committed first: an invalidation never drops a local write on its way out.
+        try await a.sync.publishPending()
         try await send(epoch: 1, sequence: 1, ["a"])
         try await eventually("a invalidated") { a.store["a"] == nil }
         #expect(a.store.count == 2, "one key, not a flush")
@@ -245,6 +265,12 @@ import Testing
         let keys = (0..<2_000).map { "a-rather-long-key-\($0)" }
         b.store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 0) }))
         b.store["untouched"] = 1
+        // Committed first: an invalidation never drops a local write on its way out.
+        try await b.sync.publishPending()
+        let published = b.sync.statistics.messagesPublished
+        try await eventually("b's announcements received") {
+          a.sync.statistics.messagesReceived >= published
+        }
         a.store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 1) }))
         try await a.sync.publishPending()
         try await eventually("every key dropped on b") { b.store.count == 1 }

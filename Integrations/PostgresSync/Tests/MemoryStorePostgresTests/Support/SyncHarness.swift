@@ -99,7 +99,11 @@ func withInstances(
   for index in 0..<count {
     let store = MemoryStore<String, Int>(name: "instance \(index)")
     var logger = Logger(label: "sync.\(index)")
-    logger.logLevel = .critical
+    logger.logLevel =
+      ProcessInfo.processInfo.environment["MEMORYSTORE_SYNC_LOG"].flatMap {
+        Logger.Level(rawValue: $0)
+      }
+      ?? .critical
     let sync = try PostgresSync(
       store: store, endpoint: endpoint, configuration: configuration, logger: logger)
     let events = SyncEventLog(sync.events)
