@@ -25,10 +25,20 @@ let package = Package(
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
       ]
     ),
+    .executableTarget(
+      name: "SeveralInstances",
+      dependencies: [
+        "MemoryStorePostgres",
+        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      path: "Examples/SeveralInstances"
+    ),
     .testTarget(
       name: "MemoryStorePostgresTests",
       dependencies: [
         "MemoryStorePostgres",
+        "SeveralInstances",
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
       ]
