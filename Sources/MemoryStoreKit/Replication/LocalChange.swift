@@ -41,3 +41,17 @@ public enum LocalChange<Key, Value> {
 extension LocalChange: Sendable where Key: Sendable, Value: Sendable {}
 extension LocalChange: Equatable where Key: Equatable, Value: Equatable {}
 extension LocalChange: Hashable where Key: Hashable, Value: Hashable {}
+
+extension LocalChange: CustomStringConvertible, CustomDebugStringConvertible {
+  /// The change as it is written in Swift: `.updated("a", 1)`, `.removed("b")`, `.cleared`.
+  public var description: String {
+    switch self {
+    case .updated(let key, let value):
+      ".updated(\(String(reflecting: key)), \(String(reflecting: value)))"
+    case .removed(let key): ".removed(\(String(reflecting: key)))"
+    case .cleared: ".cleared"
+    }
+  }
+
+  public var debugDescription: String { description }
+}
