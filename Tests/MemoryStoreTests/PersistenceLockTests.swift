@@ -63,13 +63,15 @@ extension StoreContractTests {
       let url = directory.file()
       let failures = Locked<[String]>([])
       // Two long-lived managers save in a loop while a third thread creates manager after
-      // manager (each removing stale temporary files), saving and loading with each.
+      // manager (each removing stale temporary files), saving and loading with each. They
+      // are three writers of one file: each replaces the others' snapshots on purpose.
       let done: [Void]? = runOnThreads(3) { thread in
         let store = MemoryStore<String, Int>()
         for index in 0..<50 { store["\(thread)-\(index)"] = index }
         do {
           if thread < 2 {
             let persistence = try manager(store, url)
+            persistence.conflictPolicy = .overwrite
             for round in 0..<150 {
               store["round"] = round
               try persistence.save()
@@ -77,6 +79,7 @@ extension StoreContractTests {
           } else {
             for _ in 0..<150 {
               let persistence = try manager(store, url)
+              persistence.conflictPolicy = .overwrite
               try persistence.save()
               _ = try manager(MemoryStore<String, Int>(), url).load()
             }

@@ -55,6 +55,18 @@ public struct PersistenceError: Error, CustomStringConvertible {
     /// (a directory on its path cannot be searched: ``code`` is `EACCES`), or is not a
     /// directory; the description says which.
     public static let directoryUnavailable = Kind(name: "directoryUnavailable")
+    /// The save would replace a snapshot that another writer wrote: another manager or
+    /// process replaced the file since this manager last loaded or saved it, or a file that
+    /// this manager never loaded nor wrote is at the path (another writer's, or one left by an
+    /// earlier run). Replacing it would lose that writer's entries, so nothing was written:
+    /// the file and the store are unchanged.
+    ///
+    /// A snapshot file belongs to one writer. Call ``PersistenceManager/load()`` to merge the
+    /// file into the store, then save again; or set ``PersistenceManager/conflictPolicy`` to
+    /// ``PersistenceManager/ConflictPolicy/overwrite`` where this manager is meant to replace
+    /// whatever is there. To share state between processes, use the companion package
+    /// `MemoryStorePostgres` instead of one file.
+    public static let conflict = Kind(name: "conflict")
 
     public var description: String { name }
   }

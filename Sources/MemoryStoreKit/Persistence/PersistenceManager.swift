@@ -29,6 +29,28 @@ import Foundation
 /// starts with a header (magic bytes, format version, the coder's name, the entry count and
 /// checksums of header and payload) that ``load()`` verifies before decoding.
 ///
+/// ## One file, one writer
+/// A snapshot file belongs to one writer: one store, saved through any number of managers in
+/// its process. A save does not replace a snapshot that another writer (a manager of another
+/// store, in this process or in another) wrote since this manager last loaded or saved the
+/// file: it fails with ``PersistenceError/Kind-swift.struct/conflict`` and writes nothing, and
+/// the other writer's entries stay on disk. After ``load()``, which merges that snapshot into
+/// the store, the next save replaces it. A file at the path that this manager never loaded nor
+/// wrote (another writer's, or one left by an earlier run that the app did not load) is
+/// another writer's too; a missing file is not, whether it never existed, was deleted, or was
+/// moved aside by a load that rejected it. Set ``conflictPolicy`` to
+/// ``ConflictPolicy/overwrite`` where replacing whatever is there is the point.
+///
+/// The check is made under the lock of saves (below), just before the rename: the file at the
+/// path must be the one this manager last loaded or renamed into place, by its device and
+/// inode number, size, modification time and 48-byte header, which holds the payload's
+/// checksum. The managers of one store share what they have seen of the file, as they share
+/// the store: a manager made anew for each save goes on where the last one stopped.
+///
+/// Two writers of one file therefore no longer lose each other's saves: one of them gets the
+/// error. To share state between several processes or instances, use the companion package
+/// `MemoryStorePostgres` (`Integrations/PostgresSync`) rather than one snapshot file.
+///
 /// ## Several managers, several processes
 /// A save holds an advisory lock (`flock`) on the lock file `.<name>.lock` beside the
 /// snapshot, created empty (mode 0600) and never removed, from the creation of its temporary
@@ -50,13 +72,30 @@ import Foundation
 /// since it was read, in which case the new snapshot is left in place.
 ///
 /// Thread safety: every method and property may be used from any thread. Saves may overlap;
-/// the file always ends up holding the newest of the snapshots they took. The coder runs on
+/// the file always ends up holding the newest of the snapshots they took, whichever of the
+/// store's managers took them. The coder runs on
 /// the thread that saves or loads (a background queue for auto-save), never while the manager
 /// or the store holds a lock, and may read and write the store (but not save it: a save waits
 /// for the snapshot of the save in progress to be released).
 public final class PersistenceManager<
   Key: Hashable & Sendable & Codable, Value: Sendable & Codable
 >: Sendable {
+  /// What a save does when the snapshot file is another writer's: not the file this manager
+  /// last loaded or saved.
+  ///
+  /// See "One file, one writer" in the type's discussion for the rule a save applies.
+  public enum ConflictPolicy: Sendable, Equatable {
+    /// The save fails with ``PersistenceError/Kind-swift.struct/conflict`` and writes
+    /// nothing: the file, and the other writer's entries in it, stay as they are. The
+    /// default.
+    case fail
+    /// The save replaces the file whoever wrote it, and what it held that the store does not
+    /// is lost: the behaviour of managers before ``fail`` existed, now a choice. Use it where
+    /// replacing the file is the point: a cache rebuilt at each start that never loads, or a
+    /// tool that resets a snapshot.
+    case overwrite
+  }
+
   /// What a save does with an entry whose value fails to encode.
   public enum EncodingFailurePolicy: Sendable, Equatable {
     /// The save fails with ``PersistenceError/Kind-swift.struct/encodingFailed``, naming the
@@ -75,9 +114,11 @@ public final class PersistenceManager<
   public let coder: any SnapshotCoder
 
   let _state: _Protected<_State>
-  /// The write count of the snapshot now on disk, if this manager wrote it; held across the
-  /// rename so that an older snapshot never replaces a newer one.
-  let _committed: _Protected<UInt64?>
+  /// What the store's managers know of the file: the version they last loaded or saved, and
+  /// the write count of the newest snapshot they wrote. Shared by every manager of the store
+  /// for this file; held across the rename, so that an older snapshot never replaces a newer
+  /// one and no save replaces another writer's file unawares.
+  let _ledger: _SnapshotLedger
 
   struct _State: Sendable {
     var saveInterval: Duration = .zero
@@ -86,6 +127,7 @@ public final class PersistenceManager<
     var generation: UInt64 = 0
     var maximumFileSize = 256 << 20
     var encodingFailurePolicy = EncodingFailurePolicy.failSave
+    var conflictPolicy = ConflictPolicy.fail
     var lastSaveError: PersistenceError?
     var lastSaveDate: Date?
     var outcomeStreams: [UInt64: AsyncStream<SaveOutcome>.Continuation] = [:]
@@ -134,7 +176,7 @@ public final class PersistenceManager<
     self.fileURL = fileURL.standardizedFileURL
     self.coder = coder
     _state = _Protected(_State())
-    _committed = _Protected(nil)
+    _ledger = _SnapshotLedger.ledger(for: store, path: self.fileURL.path)
     let directory = self.fileURL.deletingLastPathComponent()
     do {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -182,6 +224,21 @@ public final class PersistenceManager<
   public var encodingFailurePolicy: EncodingFailurePolicy {
     get { _state.withLock { $0.encodingFailurePolicy } }
     set { _state.withLock { $0.encodingFailurePolicy = newValue } }
+  }
+
+  /// What a save does when the file at ``fileURL`` is not the one this manager last loaded or
+  /// saved; ``ConflictPolicy/fail`` by default.
+  ///
+  /// ```swift
+  /// let cache = try PersistenceManager(store: thumbnails, fileURL: url)
+  /// cache.conflictPolicy = .overwrite  // rebuilt at each start: replace whatever is there
+  /// ```
+  ///
+  /// It may be read and set from any thread, like every property of the manager. A save uses
+  /// the value it reads as it starts: setting it while a save runs applies from the next save.
+  public var conflictPolicy: ConflictPolicy {
+    get { _state.withLock { $0.conflictPolicy } }
+    set { _state.withLock { $0.conflictPolicy = newValue } }
   }
 
   /// The auto-save period; `.zero` (the default) turns auto-save off.
@@ -250,12 +307,18 @@ public final class PersistenceManager<
   /// Readers and writers of the store are not blocked while the snapshot is encoded and
   /// written; see the type's discussion.
   ///
+  /// Under ``ConflictPolicy/fail``, the default, the file it replaces must be the one this
+  /// manager last loaded or saved, or there must be none (see "One file, one writer" in the
+  /// type's discussion).
+  ///
   /// - Returns: What was written.
-  /// - Throws: ``PersistenceError``: ``PersistenceError/Kind-swift.struct/encodingFailed``
-  ///   naming the key whose value failed to encode (nothing is written), or
-  ///   ``PersistenceError/Kind-swift.struct/writeFailed`` with the system error (disk full,
-  ///   read-only file system, permission denied, path is a directory, …). Either way the
-  ///   previous snapshot is byte-identical and no temporary file is left.
+  /// - Throws: ``PersistenceError``: ``PersistenceError/Kind-swift.struct/conflict`` if the
+  ///   file is another writer's (nothing is written; ``load()`` it, then save again),
+  ///   ``PersistenceError/Kind-swift.struct/encodingFailed`` naming the key whose value failed
+  ///   to encode (nothing is written), or ``PersistenceError/Kind-swift.struct/writeFailed``
+  ///   with the system error (disk full, read-only file system, permission denied, path is a
+  ///   directory, …). Whatever the error, the previous snapshot is byte-identical and no
+  ///   temporary file is left.
   /// - Complexity: O(n) to encode the n entries, outside every lock; O(1) under the store's
   ///   write lock.
   @discardableResult
@@ -266,12 +329,17 @@ public final class PersistenceManager<
   func _save(trigger: SaveOutcome.Trigger) throws(PersistenceError) -> SaveReport {
     let start = ContinuousClock.now
     let result = Result { () throws(PersistenceError) -> SaveReport in
-      let policy = encodingFailurePolicy
+      let (policy, checksConflicts) = _state.withLock {
+        ($0.encodingFailurePolicy, $0.conflictPolicy == .fail)
+      }
+      // A conflict found now fails the save before it encodes anything; the check that
+      // decides is made again under the lock of saves, just before the rename.
+      if checksConflicts { try _checkForConflict() }
       let encoded = try store._withSnapshot {
         (entries, terms, writeCount) throws(PersistenceError) in
         try _encode(entries, terms: terms, writeCount: writeCount, policy: policy)
       }
-      try _write(encoded)
+      try _write(encoded, checksConflicts: checksConflicts)
       return SaveReport(
         fileURL: fileURL, entryCount: encoded.entryCount,
         byteCount: _SnapshotFile.headerSize + encoded.payload.count,
@@ -388,8 +456,10 @@ public final class PersistenceManager<
     }
   }
 
-  /// Writes `encoded` over the snapshot, unless a newer snapshot is already there.
-  func _write(_ encoded: _Encoded) throws(PersistenceError) {
+  /// Writes `encoded` over the snapshot, unless a newer snapshot of the store is already there;
+  /// if `checksConflicts`, fails with ``PersistenceError/Kind-swift.struct/conflict`` unless
+  /// the file it would replace is the one the ledger last saw, or none.
+  func _write(_ encoded: _Encoded, checksConflicts: Bool) throws(PersistenceError) {
     let header = _SnapshotFile.Header(
       version: encoded.version, formatName: coder.formatName,
       entryCount: UInt64(encoded.entryCount),
@@ -403,29 +473,87 @@ public final class PersistenceManager<
         _state.withLock { $0.removesStaleTemporaryFiles = false }
       }
     }
-    do {
+    var conflict: _SnapshotLedger.Conflict?
+    var lookupFailure: _SnapshotFile.SystemCallFailure?
+    do throws(_SnapshotFile.SystemCallFailure) {
       _ = try _SnapshotFile.replace(
         at: fileURL.path, header: headerBytes, payload: encoded.payload,
         removingStaleTemporaryFiles: &removesStaleTemporaryFiles
       ) { rename in
-        _committed.withLock { committed in
-          // An overlapping save that took a newer snapshot already replaced the file.
-          if let committed, committed > encoded.writeCount { return false }
-          if rename() { committed = encoded.writeCount }
-          return true
+        _ledger.state.withLock { ledger in
+          var occupant = _SnapshotFile.Occupant.nothing
+          if checksConflicts {
+            do throws(_SnapshotFile.SystemCallFailure) {
+              occupant = try _SnapshotFile.occupant(of: fileURL.path)
+            } catch {
+              lookupFailure = error
+              return false
+            }
+          }
+          switch ledger.decide(
+            occupant, writeCount: encoded.writeCount, checksConflicts: checksConflicts)
+          {
+          case .conflict(let found):
+            conflict = found
+            return false
+          case .keepNewer:
+            return false
+          case .replace:
+            if let version = rename() {
+              ledger.renamed(version, writeCount: encoded.writeCount)
+            }
+            return true
+          }
         }
       }
     } catch {
-      let outcome =
-        error.isAfterRename
-        ? "the new snapshot replaced the previous one, but a power loss could still undo that"
-        : "the previous snapshot is unchanged"
-      throw PersistenceError(
-        .writeFailed, fileURL: fileURL,
-        detail: "Saving \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
-          + "\(error.step) \(error.path); \(outcome)",
-        code: POSIXErrorCode(rawValue: error.code))
+      throw _writeFailure(error)
     }
+    if let lookupFailure { throw _writeFailure(lookupFailure) }
+    if let conflict { throw _conflictError(conflict) }
+  }
+
+  /// The error of a save whose system call failed.
+  func _writeFailure(_ error: _SnapshotFile.SystemCallFailure) -> PersistenceError {
+    let outcome =
+      error.isAfterRename
+      ? "the new snapshot replaced the previous one, but a power loss could still undo that"
+      : "the previous snapshot is unchanged"
+    return PersistenceError(
+      .writeFailed, fileURL: fileURL,
+      detail: "Saving \(fileURL.path) failed: \(PersistenceError.describe(error.code)) while "
+        + "\(error.step) \(error.path); \(outcome)",
+      code: POSIXErrorCode(rawValue: error.code))
+  }
+
+  /// Throws ``PersistenceError/Kind-swift.struct/conflict`` if the file at the path is not
+  /// one a save may replace now; lets the save go on if that cannot be told (a failed lookup),
+  /// leaving the failure to the save's own steps and check.
+  func _checkForConflict() throws(PersistenceError) {
+    let conflict = _ledger.state.withLock { ledger in
+      (try? _SnapshotFile.occupant(of: fileURL.path)).flatMap { ledger.conflict(with: $0) }
+    }
+    if let conflict { throw _conflictError(conflict) }
+  }
+
+  /// The error of a save that found another writer's file at the path.
+  func _conflictError(_ conflict: _SnapshotLedger.Conflict) -> PersistenceError {
+    let path = fileURL.path
+    let found =
+      switch conflict {
+      case .replacedSinceSeen:
+        "another writer replaced the snapshot since this manager last loaded or saved it"
+      case .unseenFile:
+        "a snapshot that this manager has neither loaded nor written is there (another "
+          + "writer's, or one left by an earlier run)"
+      }
+    return PersistenceError(
+      .conflict, fileURL: fileURL,
+      detail: "Saving \(path) failed: \(found), and replacing it would lose that writer's "
+        + "entries; nothing was written, and the file and the store are unchanged. A snapshot "
+        + "file belongs to one writer: call load() to merge the file into the store, then save "
+        + "again, or set conflictPolicy to .overwrite if this manager is meant to replace it; "
+        + "to share state between processes, use MemoryStorePostgres")
   }
 
   // MARK: Auto-save
@@ -440,7 +568,7 @@ public final class PersistenceManager<
   /// the next period, unless the interval changed meanwhile.
   func _autoSave(generation: UInt64) {
     guard _state.withLock({ $0.generation == generation }) else { return }
-    let saved = _committed.withLock { $0 }
+    let saved = _ledger.state.withLock { $0.committedWriteCount }
     if saved != store._writeCount {
       _ = try? _save(trigger: .automatic)
     }
@@ -466,6 +594,11 @@ public final class PersistenceManager<
   ///
   /// A store with a ``MemoryStore/countLimit`` or ``MemoryStore/costLimit`` smaller than the
   /// snapshot keeps what its policy keeps: the load evicts like any write.
+  ///
+  /// Once the entries are in the store, the manager counts the file as seen: its next save
+  /// may replace it, even if another writer wrote it (see "One file, one writer" in the
+  /// type's discussion), provided no other save replaced it meanwhile. A load that finds no
+  /// file, or moves the file it rejects aside, leaves the path free for the next save.
   ///
   /// - Returns: The number of the snapshot's entries that the store holds after the load:
   ///   fewer than the file's when limits evicted some; 0 if the file does not exist (not an
@@ -501,6 +634,7 @@ public final class PersistenceManager<
     }
     switch outcome {
     case .missing:
+      _noteLoaded(nil)
       return 0
     case .tooLarge(let size, let identity):
       throw _reject(
@@ -511,18 +645,34 @@ public final class PersistenceManager<
         identity: identity)
     case .rejected(let rejection, let identity):
       throw _reject(_rejection(rejection), identity: identity)
-    case .snapshot(let header, let payload, let identity):
+    case .snapshot(let header, let payload, let version):
+      let count: Int
       do {
         switch try _decode(payload, header: header) {
         case .values(let entries):
-          return store._merge(entries, reason: .loaded)
+          count = store._merge(entries, reason: .loaded)
         case .entries(let entries):
-          return store._mergeSaved(
+          count = store._mergeSaved(
             entries, secondsSince1970: _secondsSince1970, reason: .loaded)
         }
       } catch {
-        throw _reject(error, identity: identity)
+        throw _reject(error, identity: version.identity)
       }
+      // Only once the entries are in the store: a save that the ledger lets replace the file
+      // must hold them.
+      _noteLoaded(version)
+      return count
+    }
+  }
+
+  /// Records in the ledger that a load read `version` and merged it into the store, or left
+  /// no file at the path (`nil`: it found none, or moved the file it rejected aside), provided
+  /// the path still holds that (see ``_SnapshotLedger/State/loaded(_:now:)``).
+  func _noteLoaded(_ version: _SnapshotFile.FileVersion?) {
+    _ledger.state.withLock { ledger in
+      // If the path cannot be looked up, what the ledger saw before stands.
+      guard let occupant = try? _SnapshotFile.occupant(of: fileURL.path) else { return }
+      ledger.loaded(version, now: occupant)
     }
   }
 
@@ -664,6 +814,8 @@ public final class PersistenceManager<
     let base = fileURL.path + ".corrupt-" + stamp
     switch _SnapshotFile.moveAside(fileURL.path, identity: identity, to: base) {
     case .moved(let target):
+      // The path is free: the next save writes a new snapshot there.
+      _noteLoaded(nil)
       return error.moved(to: URL(fileURLWithPath: target))
     case .replaced:
       return error.appendingToDetail(

@@ -202,14 +202,54 @@ enum _SnapshotFile {
     }
   }
 
+  /// What tells one version of the file at a path from every other: its device and inode
+  /// number, its size, its modification time to the nanosecond, and its first bytes (the
+  /// header of a snapshot, up to 48 bytes).
+  ///
+  /// A save never writes a snapshot in place: it renames a new file, a new inode, over the
+  /// path, so the device and inode alone tell one save's snapshot from another's, but for one
+  /// thing: once a snapshot has been replaced and its inode freed, a later file may get the
+  /// same inode number, and the size and modification time may match too (timestamps are
+  /// often as coarse as a clock tick, a few milliseconds). The header settles that case: it
+  /// holds the payload's 64-bit checksum and the entry count, so two versions that agree on
+  /// all of it hold the same snapshot, and replacing one taken for the other loses nothing.
+  /// The size and modification time catch a file written in place by another program.
+  ///
+  /// The status change time (`st_ctime`) is left out on purpose: `chmod`, a hard link made by
+  /// a backup tool, or an extended attribute changes it without changing a byte of the file,
+  /// which would fail saves for nothing. Everything that changes the content changes the
+  /// inode, or the size or modification time, or the header.
+  struct FileVersion: Equatable {
+    var identity: FileIdentity
+    var size: Int64
+    var modifiedSeconds: Int64
+    var modifiedNanoseconds: Int64
+    /// The file's first `min(size, 48)` bytes, when it was read.
+    var header: [UInt8]
+
+    init(_ status: stat, header: [UInt8]) {
+      identity = FileIdentity(status)
+      size = Int64(status.st_size)
+      #if canImport(Darwin)
+        modifiedSeconds = Int64(status.st_mtimespec.tv_sec)
+        modifiedNanoseconds = Int64(status.st_mtimespec.tv_nsec)
+      #else
+        modifiedSeconds = Int64(status.st_mtim.tv_sec)
+        modifiedNanoseconds = Int64(status.st_mtim.tv_nsec)
+      #endif
+      self.header = header
+    }
+  }
+
   /// What ``readSnapshot(at:maximumSize:formatName:payloadAsBytes:)`` found; each case but
-  /// `missing` carries the identity of the file it opened.
+  /// `missing` carries the identity of the file it opened, and a snapshot the version that
+  /// was read.
   enum ReadOutcome {
     case missing
     case tooLarge(size: Int, FileIdentity)
     /// The header or the payload's checksum rejects the file.
     case rejected(Rejection, FileIdentity)
-    case snapshot(Header, Payload, FileIdentity)
+    case snapshot(Header, Payload, FileVersion)
   }
 
   /// A failed system call: which step, and `errno`.
@@ -297,6 +337,7 @@ enum _SnapshotFile {
       throw SystemCallFailure(step: "reading the file", path: path, code: prefixFailure)
     }
     prefix.removeLast(headerSize - prefixCount)
+    let version = FileVersion(status, header: prefix)
     let header: Header
     do {
       // A file shorter than its header at the time of the read is as short as what was read.
@@ -334,7 +375,52 @@ enum _SnapshotFile {
         .truncated(expected: headerSize + length, found: headerSize + payloadCount), identity)
     }
     guard sum == header.payloadChecksum else { return .rejected(.payloadChecksum, identity) }
-    return .snapshot(header, payload, identity)
+    return .snapshot(header, payload, version)
+  }
+
+  // MARK: What a save would replace
+
+  /// What is at a snapshot's path, as a save finds it just before its rename.
+  enum Occupant: Equatable {
+    /// Nothing: the path names no file.
+    case nothing
+    /// Something that holds no snapshot: a directory (which the rename refuses with
+    /// `EISDIR`), a FIFO, a socket or a device.
+    case notARegularFile
+    /// A regular file, in this version.
+    case file(FileVersion)
+  }
+
+  /// Looks up what is at `path`: `stat` (following a symbolic link, as a load does), then, for
+  /// a regular file, its first 48 bytes, read through a descriptor opened without waiting
+  /// (`O_NONBLOCK`), should the path be replaced by a FIFO meanwhile.
+  static func occupant(of path: String) throws(SystemCallFailure) -> Occupant {
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      if errno == ENOENT { return .nothing }
+      throw SystemCallFailure(step: "looking up the snapshot to replace", path: path, code: errno)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else { return .notARegularFile }
+    let descriptor = retryingInterrupts {
+      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    }
+    if descriptor < 0 {
+      if errno == ENOENT { return .nothing }
+      throw SystemCallFailure(step: "opening the snapshot to replace", path: path, code: errno)
+    }
+    defer { close(descriptor) }
+    guard fstat(descriptor, &status) == 0 else {
+      throw SystemCallFailure(step: "looking up the snapshot to replace", path: path, code: errno)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else { return .notARegularFile }
+    var header = [UInt8](repeating: 0, count: headerSize)
+    let (count, failure) = header.withUnsafeMutableBytes { readAll(descriptor, $0) }
+    if let failure {
+      throw SystemCallFailure(
+        step: "reading the header of the snapshot to replace", path: path, code: failure)
+    }
+    header.removeLast(headerSize - count)
+    return .file(FileVersion(status, header: header))
   }
 
   // MARK: Atomic replacement
@@ -390,9 +476,11 @@ enum _SnapshotFile {
   /// and `fsync`s the directory. A crash at any instant leaves either the old or the new file.
   ///
   /// `commit` receives the rename, once the temporary file is on disk: it performs it (which
-  /// returns whether it succeeded) and returns `true`, or vetoes it by returning `false`
-  /// without performing it: the temporary file is then removed, nothing is replaced, and this
-  /// returns `false`.
+  /// returns the version of the new file at `path`, or `nil` if the rename failed) and returns
+  /// `true`, or vetoes it by returning `false` without performing it: the temporary file is
+  /// then removed, nothing is replaced, and this returns `false`. It runs under the lock, so
+  /// what it finds at `path` stays there until its rename, as far as saves that take the lock
+  /// are concerned.
   ///
   /// The whole replacement holds the lock of ``lockSaves(of:in:wait:)``, waiting for it if
   /// another save of the same file (in this process or another) holds it. If
@@ -402,7 +490,7 @@ enum _SnapshotFile {
   /// On failure the temporary file is removed and the file at `path` is untouched.
   static func replace(
     at path: String, header: [UInt8], payload: Data,
-    removingStaleTemporaryFiles: inout Bool, commit: (() -> Bool) -> Bool
+    removingStaleTemporaryFiles: inout Bool, commit: (() -> FileVersion?) -> Bool
   ) throws(SystemCallFailure) -> Bool {
     let (directory, fileName) = split(path)
     // Taken before the temporary file exists and released after everything else: the
@@ -432,19 +520,33 @@ enum _SnapshotFile {
       throw SystemCallFailure(
         step: "flushing the temporary file to disk", path: temporary, code: errno)
     }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0 else {
+      throw SystemCallFailure(
+        step: "looking up the temporary file", path: temporary, code: errno)
+    }
     isOpen = false
     guard close(descriptor) == 0 else {
       throw SystemCallFailure(step: "closing the temporary file", path: temporary, code: errno)
     }
     var renameFailure: SystemCallFailure?
     let committed = commit {
-      if rename(temporary, path) == 0 {
-        isRenamed = true
-      } else {
+      guard rename(temporary, path) == 0 else {
         renameFailure = SystemCallFailure(
           step: "renaming the temporary file over the snapshot", path: temporary, code: errno)
+        return nil
       }
-      return isRenamed
+      isRenamed = true
+      // The file as it is now at the path, if it is still this one (a rename changes no
+      // byte nor the modification time, but a network file system may refresh them); else as
+      // it was written.
+      var renamed = stat()
+      if stat(path, &renamed) == 0,
+        FileIdentity(renamed) == FileIdentity(status)
+      {
+        status = renamed
+      }
+      return FileVersion(status, header: Array(header.prefix(headerSize)))
     }
     if let renameFailure { throw renameFailure }
     guard committed else { return false }
