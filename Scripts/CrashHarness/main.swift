@@ -11,7 +11,8 @@
 //     .build/release/CrashHarness kill-test --kills 60 --naive    # must find torn files
 //
 // Scripts/crash-test runs both. Scripts/reliability uses the other sub-commands: save-once and
-// load-once (fault injection, hostile files), save-loop (two processes saving one file),
+// load-once (fault injection, hostile files), save-loop and tags (two processes saving one
+// file),
 // reentrant-create (a precondition's message in a
 // release build), make-fixtures and make-fuzz-corpus.
 
@@ -23,7 +24,8 @@ let usage = """
          CrashHarness kill-test [--kills N] [--naive] [--directory D] [--seed S] [--cap N]
          CrashHarness save-once <file> [--entries N] [--binary] [--move-directory-to D]
          CrashHarness load-once <file> [--binary] [--maximum-size BYTES]
-         CrashHarness save-loop <file> [--seconds S] [--entries N]
+         CrashHarness save-loop <file> [--seconds S] [--entries N] [--tag T] [--overwrite]
+         CrashHarness tags <file>
          CrashHarness reentrant-create
          CrashHarness make-fixtures <directory>
          CrashHarness make-fuzz-corpus <directory>
@@ -45,9 +47,18 @@ let usage = """
     load-once  loads <file> into a [String: Tree] store (the fixtures' type), prints the
                outcome and the time load() took; exits 0 or \(OnceStatus.loadFailed) (load failed)
     --binary   the binary coder instead of JSON
-    save-loop  for S seconds (default 3), saves <file> (N entries, default 100) with a
-               long-lived manager and with a new manager each round, and loads it; run it
-               in several processes at once: exits 0 if no save or load failed, 1 otherwise
+    save-loop  for S seconds (default 3), writes a group of N entries (default 100) under
+               the tag T (default p<pid>) and saves <file> with a long-lived manager and with
+               a new manager of the same store each round, without loading the file first;
+               a save that fails with conflict is followed by a load. Each round reads the
+               file and checks that it holds this process's last acknowledged save. Run it
+               in several processes at once: prints the counts and "last-acknowledged: T R";
+               exits 0 if no save or load failed other than with conflict and no acknowledged
+               save was lost, 1 otherwise
+    --overwrite  save-loop's self-test: saves replace the file whoever wrote it
+               (conflictPolicy .overwrite); lost saves are counted, not failures
+    tags       loads <file> and prints "tag: T R", the round of each tag's group; exits 0 if
+               every group is whole, 1 otherwise
     reentrant-create  calls valueOrInsert(forKey:_:) again for the same key from inside its
                makeValue: the program must stop with a message that names the mistake
     make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
@@ -139,10 +150,16 @@ case "load-once":
       arguments.integer("--maximum-size", default: 0, minimum: 0)
     })
 case "save-loop":
-  let arguments = Arguments(rest, flags: [], values: ["--seconds", "--entries"])
+  let arguments = Arguments(
+    rest, flags: ["--overwrite"], values: ["--seconds", "--entries", "--tag"])
+  let tag = arguments.values["--tag"] ?? "p\(getpid())"
+  guard !tag.isEmpty, !tag.contains("/") else { usageError("--tag needs a name without '/'") }
   runSaveLoop(
     file: arguments.file(), seconds: arguments.integer("--seconds", default: 3, minimum: 1),
-    entries: arguments.integer("--entries", default: 100, minimum: 1))
+    entries: arguments.integer("--entries", default: 100, minimum: 1), tag: tag,
+    overwrite: arguments.flags.contains("--overwrite"))
+case "tags":
+  runTags(file: Arguments(rest, flags: [], values: []).file())
 case "reentrant-create":
   guard Arguments(rest, flags: [], values: []).positional.isEmpty else {
     usageError("reentrant-create takes no argument")
