@@ -47,8 +47,8 @@ import Foundation
 /// checksum. The managers of one store share what they have seen of the file, as they share
 /// the store: a manager made anew for each save goes on where the last one stopped.
 ///
-/// Two writers of one file therefore no longer lose each other's saves: one of them gets the
-/// error. To share state between several processes or instances, use the companion package
+/// Two writers of one file therefore never lose each other's saves silently: one of them gets
+/// the error. To share state between several processes or instances, use the companion package
 /// `MemoryStorePostgres` (`Integrations/PostgresSync`) rather than one snapshot file.
 ///
 /// ## Several managers, several processes
@@ -73,10 +73,10 @@ import Foundation
 ///
 /// Thread safety: every method and property may be used from any thread. Saves may overlap;
 /// the file always ends up holding the newest of the snapshots they took, whichever of the
-/// store's managers took them. The coder runs on
-/// the thread that saves or loads (a background queue for auto-save), never while the manager
-/// or the store holds a lock, and may read and write the store (but not save it: a save waits
-/// for the snapshot of the save in progress to be released).
+/// store's managers took them. The coder runs on the thread that saves or loads (a background
+/// queue for auto-save), never while the manager or the store holds a lock, and may read and
+/// write the store (but not save it: a save waits for the snapshot of the save in progress to
+/// be released).
 public final class PersistenceManager<
   Key: Hashable & Sendable & Codable, Value: Sendable & Codable
 >: Sendable {
@@ -90,7 +90,7 @@ public final class PersistenceManager<
     /// default.
     case fail
     /// The save replaces the file whoever wrote it, and what it held that the store does not
-    /// is lost: the behaviour of managers before ``fail`` existed, now a choice. Use it where
+    /// is lost, as saves did before conflicts were detected: now a choice. Use it where
     /// replacing the file is the point: a cache rebuilt at each start that never loads, or a
     /// tool that resets a snapshot.
     case overwrite
