@@ -12,7 +12,8 @@ import Testing
 /// (`SeveralInstances --instance …`), against the test database: what one process writes, the
 /// others read through the table; what it changes, removes or clears, they drop and read again.
 @Suite("PostgresSync: separate processes") struct SeparateProcessTests {
-  @Test(.timeLimit(.minutes(2)))
+  // The limit includes waiting for the tests that have the server to themselves.
+  @Test(.timeLimit(.minutes(5)))
   func writesRemovalsAndClearsConvergeAcrossProcesses() async throws {
     try await TestDatabase.withServer { database in
       try await withInstanceProcesses(["a", "b", "c"], database: database) { processes in
