@@ -34,6 +34,15 @@ let package = Package(
       ],
       path: "Examples/SeveralInstances"
     ),
+    .executableTarget(
+      name: "SyncBenchmark",
+      dependencies: [
+        "MemoryStorePostgres",
+        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      path: "Benchmarks/SyncBenchmark"
+    ),
     .testTarget(
       name: "MemoryStorePostgresTests",
       dependencies: [
