@@ -534,13 +534,13 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     for waiter in due { waiter.signal.signal() }
   }
 
+  /// The jittered delay before retrying after `failures` consecutive failures: the same rule
+  /// as the listener's reconnections.
   private func retryDelay(afterFailures failures: Int) -> Duration {
-    var delay = configuration.retryDelay
-    for _ in 1..<max(failures, 1) where delay < configuration.maximumRetryDelay {
-      delay *= 2
-    }
-    let capped = min(delay, configuration.maximumRetryDelay)
-    return capped * Double.random(in: 0.5...1.0)
+    var random = SystemRandomNumberGenerator()
+    return NotificationListener.Backoff(
+      initial: configuration.retryDelay, maximum: configuration.maximumRetryDelay
+    ).delay(afterFailures: max(failures, 1), using: &random)
   }
 
   // MARK: Reading
