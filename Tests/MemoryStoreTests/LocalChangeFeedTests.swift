@@ -95,16 +95,20 @@ import Testing
     let store = MemoryStore<String, Int>()
     let feed = store.openLocalChangeFeed()
     let received = Locked<[Change]>([])
-    let firstArrived = TimedSemaphore()
+    // Waited for without blocking a thread of the task pool, which the consumer needs.
+    let (arrivals, arrived) = AsyncStream.makeStream(of: Void.self)
     let consumer = Task {
       for await changes in feed {
         received.withLock { $0.append(contentsOf: changes) }
-        firstArrived.signal()
+        arrived.yield()
       }
       return received.value
     }
     store["a"] = 1
-    #expect(firstArrived.wait(timeout: 30), "the write woke the waiting iteration")
+    let woke = await finishes(within: 30) {
+      for await _ in arrivals { return }
+    }
+    #expect(woke, "the write woke the waiting iteration")
     store["b"] = 2
     feed.close()
     let all = await consumer.value
