@@ -296,6 +296,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     while table != nil && configuration.createsTable && !Task.isCancelled {
       do {
         try await createTable()
+        emit(.tableReady, level: .info, "the shared table is ready")
         break
       } catch {
         failures += 1
@@ -324,12 +325,36 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   func createTable() async throws {
     guard let table else { return }
     let logger = self.logger
-    try await withTimeout(
-      configuration.databaseTimeout,
+    try await withConnection(
+      within: configuration.databaseTimeout,
       orThrow: PostgresSyncError(.databaseUnavailable, "creating \(table.name) took too long")
-    ) { [client] in
-      try await client.withConnection { connection in
-        try await table.create(on: connection, logger: logger)
+    ) { connection in
+      try await table.create(on: connection, logger: logger)
+    }
+  }
+
+  /// Runs `body` with a connection of the pool (in a transaction if asked) for at most
+  /// `limit`. Past it, the connection is closed, so that a statement the server holds (behind
+  /// a lock, or on a frozen backend) fails at once and a transaction not yet committed rolls
+  /// back; then `timeoutError` is thrown. Cancellation alone would not end the statement.
+  func withConnection<Result: Sendable>(
+    within limit: Duration,
+    orThrow timeoutError: @autoclosure @escaping @Sendable () -> PostgresSyncError,
+    inTransaction: Bool = false,
+    _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+  ) async throws -> Result {
+    let lease = ConnectionLease()
+    return try await withTimeout(limit, orThrow: timeoutError(), onTimeout: lease.close) {
+      [client, logger] in
+      if inTransaction {
+        return try await client.withTransaction(logger: logger) { connection in
+          lease.hold(connection)
+          return try await body(connection)
+        }
+      }
+      return try await client.withConnection { connection in
+        lease.hold(connection)
+        return try await body(connection)
       }
     }
   }
@@ -353,20 +378,17 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     guard let (batch, epoch, sequence) = started else { return .none }
     let messages: Int
     do {
-      messages = try await withTimeout(
-        configuration.databaseTimeout,
-        orThrow: PostgresSyncError(.databaseUnavailable, "the commit did not finish in time")
-      ) {
-        try await self.commit(batch, epoch: epoch, firstSequence: sequence)
-      }
+      messages = try await commit(batch, epoch: epoch, firstSequence: sequence)
     } catch {
       _ = state.withLock { $0.endBatch(committedWith: nil) }
       emit(
         .publishFailed(String(reflecting: error)), level: .warning,
         "publishing local changes failed; they stay pending")
       // The table is gone (dropped, or a database restored without it): made again.
-      if Self.isUndefinedTable(error) && configuration.createsTable {
-        try? await createTable()
+      if Self.isUndefinedTable(error) && configuration.createsTable,
+        (try? await createTable()) != nil
+      {
+        emit(.tableReady, level: .notice, "the shared table was missing and is created again")
       }
       return .failed
     }
@@ -417,7 +439,11 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let logger = self.logger
     let table = self.table
     let origin = self.origin
-    try await client.withTransaction(logger: logger) { connection in
+    try await withConnection(
+      within: configuration.databaseTimeout,
+      orThrow: PostgresSyncError(.databaseUnavailable, "the commit did not finish in time"),
+      inTransaction: true
+    ) { [rows, removed] connection in
       if let table {
         if batch.clears { try await table.deleteAll(on: connection, logger: logger) }
         try await table.upsert(rows, origin: origin, on: connection, logger: logger)
@@ -582,12 +608,12 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let text = try configuration.keyCoding.encode(key)
     let row: SharedTable.StoredRow?
     do {
-      row = try await withTimeout(
-        configuration.databaseTimeout,
+      row = try await withConnection(
+        within: configuration.databaseTimeout,
         orThrow: PostgresSyncError(
           .databaseUnavailable, "reading the table took too long", key: text)
-      ) { [client, logger] in
-        try await table.row(text, on: client, logger: logger)
+      ) { [logger] connection in
+        try await table.row(text, on: connection, logger: logger)
       }
     } catch let error as PostgresSyncError {
       throw error
@@ -642,7 +668,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let mark = store.loadMark()
     let rows: [SharedTable.StoredRow]
     do {
-      rows = try await table.newestRows(limit: limit, on: client, logger: logger)
+      rows = try await client.withConnection { [logger] connection in
+        try await table.newestRows(limit: limit, on: connection, logger: logger)
+      }
     } catch {
       throw PostgresSyncError(
         .databaseUnavailable, "reading \(table.name) to warm the store failed", underlying: error)
@@ -673,5 +701,22 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   static func seconds(_ duration: Duration) -> Double {
     let (seconds, attoseconds) = duration.components
     return Double(seconds) + Double(attoseconds) / 1e18
+  }
+}
+
+/// The connection an operation of ``PostgresSync/withConnection(within:orThrow:inTransaction:_:)``
+/// holds, for the time limit to close.
+private final class ConnectionLease: Sendable {
+  private let connection = Mutex<PostgresConnection?>(nil)
+
+  func hold(_ connection: PostgresConnection) {
+    self.connection.withLock { $0 = connection }
+  }
+
+  /// Starts closing the connection held, if any, without waiting. (In an async context, a
+  /// plain `close()` would resolve to the async overload.)
+  @Sendable func close() {
+    guard let connection = connection.withLock({ $0 }) else { return }
+    let _: EventLoopFuture<Void> = connection.close()
   }
 }

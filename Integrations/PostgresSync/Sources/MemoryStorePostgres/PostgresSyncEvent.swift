@@ -32,6 +32,9 @@ public enum PostgresSyncEvent: Sendable, Equatable, CustomStringConvertible {
 
   /// The channel is listened to; the store was flushed first.
   case listening
+  /// The shared table exists: found, or created because it was missing. Reported once it is
+  /// ready after ``PostgresSync/run()`` starts, and again whenever it is created anew.
+  case tableReady
   /// The store was flushed: `dropped` entries.
   case flushed(FlushReason, dropped: Int)
   /// The channel's connection was lost; the sync reconnects with backoff.
@@ -47,6 +50,7 @@ public enum PostgresSyncEvent: Sendable, Equatable, CustomStringConvertible {
   public var description: String {
     switch self {
     case .listening: "listening to the channel"
+    case .tableReady: "the shared table is ready"
     case .flushed(let reason, let dropped): "flushed \(dropped) entries: \(reason)"
     case .connectionLost(let error): "the channel's connection was lost: \(error)"
     case .publishFailed(let error): "publishing local changes failed: \(error)"

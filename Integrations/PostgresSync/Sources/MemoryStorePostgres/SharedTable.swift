@@ -96,8 +96,10 @@ struct SharedTable: Sendable {
   }
 
   /// The live row of `key`, if any.
-  func row(_ key: String, on client: PostgresClient, logger: Logger) async throws -> StoredRow? {
-    let rows = try await client.query(
+  func row(_ key: String, on connection: PostgresConnection, logger: Logger) async throws
+    -> StoredRow?
+  {
+    let rows = try await connection.query(
       """
       SELECT key, value, cost, EXTRACT(EPOCH FROM (expires_at - clock_timestamp()))::float8
       FROM \(unescaped: name)
@@ -114,10 +116,10 @@ struct SharedTable: Sendable {
   }
 
   /// The `limit` live rows written last, newest first.
-  func newestRows(limit: Int, on client: PostgresClient, logger: Logger) async throws
+  func newestRows(limit: Int, on connection: PostgresConnection, logger: Logger) async throws
     -> [StoredRow]
   {
-    let rows = try await client.query(
+    let rows = try await connection.query(
       """
       SELECT key, value, cost, EXTRACT(EPOCH FROM (expires_at - clock_timestamp()))::float8
       FROM \(unescaped: name)

@@ -101,8 +101,10 @@ import Testing
                   let slot = Int.random(in: 0..<keysPerInstance, using: &random)
                   counters[slot] += 1
                   let key = "i\(index)-\(slot)"
-                  ledger.wrote(key, counters[slot])
+                  // In the store before in the ledger: a confirmation that counts a write
+                  // comes after the write, so publishPending() covers it.
                   instance.store[key] = counters[slot]
+                  ledger.wrote(key, counters[slot])
                 } else {
                   let owner = Int.random(in: 0..<instances.count, using: &random)
                   let key = "i\(owner)-\(Int.random(in: 0..<keysPerInstance, using: &random))"

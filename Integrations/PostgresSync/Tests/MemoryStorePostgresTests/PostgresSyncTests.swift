@@ -1,6 +1,7 @@
 import Foundation
 import MemoryStoreKit
 import PostgresNIO
+import Synchronization
 import Testing
 
 @testable import MemoryStorePostgres
@@ -75,6 +76,7 @@ import Testing
           "LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: testLogger)
         b.store.addEntries(["k": 11, "j": 1])  // one write: one batch in flight
         try await waitForBlockedQuery(on: database, table: table)
+        #expect(b.sync.state.withLock { $0.inFlight?.keys.count } == 2, "the blocked commit")
         // Another instance announces k and j meanwhile.
         let message = SyncMessage(origin: UUID(), epoch: 1, sequence: 1, scope: .keys(["k", "j"]))
         try await notify(b.sync.configuration.channel, message.payload(), database: database)
@@ -93,6 +95,55 @@ import Testing
         #expect(b.store["k"] == 12)
         try await eventually("a hearing of k") { a.sync.statistics.keysInvalidated >= 3 }
         #expect(try await a.sync.value(forKey: "k") == 12)
+      }
+    }
+  }
+
+  @Test func aCommitTheServerHoldsTimesOutAndStoppingStillEndsInTime() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(
+        1, database: database,
+        configure: {
+          $0.databaseTimeout = .milliseconds(300)
+          $0.shutdownGracePeriod = .seconds(1)
+        }
+      ) { instances in
+        let a = instances[0]
+        let table = try #require(a.sync.configuration.table)
+        // The table locked for the whole test: every commit waits for it.
+        let locker = try await database.connect()
+        do {
+          try await locker.query("BEGIN", logger: testLogger)
+          try await locker.query(
+            "LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+          let start = a.events.count
+          a.store["k"] = 1
+          try await a.events.first(from: start, "the commit given up") {
+            if case .publishFailed = $0 { return true }
+            return false
+          }
+          #expect(a.store["k"] == 1, "the write stays in the store")
+          #expect(a.sync.state.withLock { $0.keysToKeep } == ["k"], "and pending")
+          // Stopping with the table still locked: run() gives up the last commit after the
+          // grace period (1 s), instead of waiting for the lock.
+          let ended = AsyncSignal()
+          let stopped = ContinuousClock.now
+          a.task.cancel()
+          Task {
+            _ = try? await a.task.value
+            ended.signal()
+          }
+          try await withTimeout(.seconds(30), orThrow: WaitTimedOut(what: "run() to end")) {
+            await ended.wait()
+          }
+          let took = ContinuousClock.now - stopped
+          #expect(took < .seconds(10), "run() ended \(took) after its cancellation")
+        } catch {
+          try? await locker.close()
+          throw error
+        }
+        try await locker.query("ROLLBACK", logger: testLogger)
+        try await locker.close()
       }
     }
   }

@@ -71,9 +71,13 @@ struct SyncInstance: Sendable {
   let events: SyncEventLog
   let task: Task<Void, any Error>
 
-  /// Waits until the instance listens to its channel.
-  func waitUntilListening(from start: Int = 0) async throws {
-    try await events.first(from: start, "listening") { $0 == .listening }
+  /// Waits until the instance listens to its channel and, if it creates a shared table,
+  /// until the table is ready (a test that locks the table must not block its creation).
+  func waitUntilReady() async throws {
+    try await events.first("listening") { $0 == .listening }
+    if sync.configuration.table != nil && sync.configuration.createsTable {
+      try await events.first("the shared table ready") { $0 == .tableReady }
+    }
   }
 }
 
@@ -83,7 +87,7 @@ func uniqueName(_ prefix: String) -> String {
 }
 
 /// Runs `body` with `count` instances sharing a channel and a table, each with its own store
-/// and connections, all listening; stops them afterwards.
+/// and connections, all listening with the table ready; stops them afterwards.
 func withInstances(
   _ count: Int, database: TestDatabase, table: Bool = true,
   configure: (inout PostgresSync<String, Int>.Configuration) -> Void = { _ in },
@@ -111,7 +115,7 @@ func withInstances(
     instances.append(SyncInstance(store: store, sync: sync, events: events, task: task))
   }
   do {
-    for instance in instances { try await instance.waitUntilListening() }
+    for instance in instances { try await instance.waitUntilReady() }
     try await body(instances)
   } catch {
     for instance in instances { instance.task.cancel() }
