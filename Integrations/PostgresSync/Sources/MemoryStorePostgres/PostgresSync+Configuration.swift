@@ -27,7 +27,9 @@ extension PostgresSync {
     public var maximumBatchKeys = 1_000
     /// The largest encoded value the table takes; a larger one stays local and is reported.
     public var maximumValueBytes = 1 << 20
-    /// How long a read of the table or a commit may take before it counts as failed.
+    /// How long a read of the table or a commit may take before it counts as failed. The
+    /// sync's connections also give it to the server as `statement_timeout`, so that a
+    /// statement held behind a lock ends there too (a warm start's read included).
     public var databaseTimeout: Duration = .seconds(5)
     /// The first delay before a failed commit or connection is retried; it doubles up to
     /// ``maximumRetryDelay``, with jitter.

@@ -80,6 +80,8 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   let publisherWake = AsyncSignal()
   /// Callers of ``publishPending(timeout:)`` waiting for a number of changes to be committed.
   let commitWaiters = Mutex<[(target: UInt64, signal: AsyncSignal)]>([])
+  /// The publisher's own connection, on which commits run one at a time.
+  let commitConnection = Mutex<PostgresConnection?>(nil)
   /// Reads of the table in flight, one per key.
   let reads = Mutex<[Key: Task<Value?, any Error>]>([:])
   let lifecycle = Mutex(Lifecycle.created)
@@ -123,7 +125,11 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     var logger = logger
     logger[metadataKey: "memorystore.channel"] = "\(configuration.channel)"
     self.logger = logger
-    client = PostgresClient(configuration: endpoint.clientConfiguration, backgroundLogger: logger)
+    var clientConfiguration = endpoint.clientConfiguration
+    clientConfiguration.options.connectTimeout = configuration.databaseTimeout
+    clientConfiguration.options.additionalStartupParameters = Self.statementTimeout(
+      configuration.databaseTimeout)
+    client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
     state = Mutex(SyncState(origin: origin))
     feed = store.openLocalChangeFeed()
     (events, eventContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1_000))
@@ -178,6 +184,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     // Cancelled: commit what is pending, without the caller's cancellation.
     let grace = configuration.shutdownGracePeriod
     await Task { await self.publishRemaining(within: grace) }.value
+    await dropCommitConnection()
     state.withLock { $0.isListening = false }
     lifecycle.withLock { $0 = .stopped }
     clientTask.cancel()
@@ -325,7 +332,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   func createTable() async throws {
     guard let table else { return }
     let logger = self.logger
-    try await withConnection(
+    try await withPooledConnection(
       within: configuration.databaseTimeout,
       orThrow: PostgresSyncError(.databaseUnavailable, "creating \(table.name) took too long")
     ) { connection in
@@ -333,30 +340,78 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     }
   }
 
-  /// Runs `body` with a connection of the pool (in a transaction if asked) for at most
-  /// `limit`. Past it, the connection is closed, so that a statement the server holds (behind
-  /// a lock, or on a frozen backend) fails at once and a transaction not yet committed rolls
-  /// back; then `timeoutError` is thrown. Cancellation alone would not end the statement.
-  func withConnection<Result: Sendable>(
+  /// Runs `body` with a connection of the pool for at most `limit`, or throws
+  /// `timeoutError`. The pool's connections carry `statement_timeout`
+  /// (``Configuration/databaseTimeout``): the server itself ends a statement held behind a
+  /// lock, so that the wait for `body` after the time limit is bounded.
+  func withPooledConnection<Result: Sendable>(
     within limit: Duration,
     orThrow timeoutError: @autoclosure @escaping @Sendable () -> PostgresSyncError,
-    inTransaction: Bool = false,
+    _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+  ) async throws -> Result {
+    try await withTimeout(limit, orThrow: timeoutError()) { [client] in
+      try await client.withConnection { connection in try await body(connection) }
+    }
+  }
+
+  /// Runs `body` in a transaction on the publisher's own connection (opened first if there is
+  /// none) for at most `limit`, and commits. Past the limit, or on any failure, the connection
+  /// is closed and dropped: a statement the server holds (behind a lock, on a frozen backend)
+  /// fails at once, a transaction not yet committed rolls back, and the next commit connects
+  /// anew. Commits never use the pool: closing a connection the pool has lent is not allowed.
+  func withCommitConnection<Result: Sendable>(
+    within limit: Duration,
+    orThrow timeoutError: @autoclosure @escaping @Sendable () -> PostgresSyncError,
     _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
   ) async throws -> Result {
     let lease = ConnectionLease()
-    return try await withTimeout(limit, orThrow: timeoutError(), onTimeout: lease.close) {
-      [client, logger] in
-      if inTransaction {
-        return try await client.withTransaction(logger: logger) { connection in
-          lease.hold(connection)
-          return try await body(connection)
-        }
-      }
-      return try await client.withConnection { connection in
+    do {
+      return try await withTimeout(limit, orThrow: timeoutError(), onTimeout: lease.close) {
+        [self, logger] in
+        let connection = try await openCommitConnection()
         lease.hold(connection)
-        return try await body(connection)
+        _ = try await connection.query("BEGIN", logger: logger).collect()
+        let result = try await body(connection)
+        _ = try await connection.query("COMMIT", logger: logger).collect()
+        return result
       }
+    } catch {
+      await dropCommitConnection()
+      throw error
     }
+  }
+
+  /// The publisher's connection, opened if there is none or it was lost.
+  private func openCommitConnection() async throws -> PostgresConnection {
+    if let connection = commitConnection.withLock({ $0 }), !connection.isClosed {
+      return connection
+    }
+    var connectionConfiguration = try endpoint.connectionConfiguration()
+    connectionConfiguration.options.connectTimeout = .nanoseconds(
+      Int64(Self.seconds(configuration.databaseTimeout) * 1e9))
+    connectionConfiguration.options.additionalStartupParameters = Self.statementTimeout(
+      configuration.databaseTimeout)
+    let connection = try await PostgresConnection.connect(
+      configuration: connectionConfiguration,
+      id: commitConnectionIDs.add(1, ordering: .relaxed).newValue, logger: logger)
+    commitConnection.withLock { $0 = connection }
+    return connection
+  }
+
+  /// Closes the publisher's connection, if open.
+  func dropCommitConnection() async {
+    let connection = commitConnection.withLock { connection in
+      defer { connection = nil }
+      return connection
+    }
+    try? await connection?.close()
+  }
+
+  /// The startup parameter that has the server end any statement running longer than `limit`
+  /// (``Configuration/databaseTimeout``), in whole milliseconds, at least 1.
+  static func statementTimeout(_ limit: Duration) -> [(String, String)] {
+    let milliseconds = max(1, Int((seconds(limit) * 1_000).rounded(.up)))
+    return [("statement_timeout", "\(milliseconds)")]
   }
 
   /// Whether `error` says that the table does not exist (SQLSTATE 42P01).
@@ -439,10 +494,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let logger = self.logger
     let table = self.table
     let origin = self.origin
-    try await withConnection(
+    try await withCommitConnection(
       within: configuration.databaseTimeout,
-      orThrow: PostgresSyncError(.databaseUnavailable, "the commit did not finish in time"),
-      inTransaction: true
+      orThrow: PostgresSyncError(.databaseUnavailable, "the commit did not finish in time")
     ) { [rows, removed] connection in
       if let table {
         if batch.clears { try await table.deleteAll(on: connection, logger: logger) }
@@ -608,7 +662,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let text = try configuration.keyCoding.encode(key)
     let row: SharedTable.StoredRow?
     do {
-      row = try await withConnection(
+      row = try await withPooledConnection(
         within: configuration.databaseTimeout,
         orThrow: PostgresSyncError(
           .databaseUnavailable, "reading the table took too long", key: text)
@@ -704,8 +758,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   }
 }
 
-/// The connection an operation of ``PostgresSync/withConnection(within:orThrow:inTransaction:_:)``
-/// holds, for the time limit to close.
+/// The connection a commit holds, for its time limit to close.
 private final class ConnectionLease: Sendable {
   private let connection = Mutex<PostgresConnection?>(nil)
 
@@ -720,3 +773,6 @@ private final class ConnectionLease: Sendable {
     let _: EventLoopFuture<Void> = connection.close()
   }
 }
+
+/// Ids of the publishers' connections, for their logs.
+private let commitConnectionIDs = Atomic<Int>(0)

@@ -240,7 +240,9 @@ struct TestDatabase: Sendable {
 
   /// Runs the script off the cooperative pool (it takes up to seconds) and returns its output.
   private static func runScript(_ arguments: [String]) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
+    accessTrace("script \(arguments)")
+    defer { accessTrace("script done \(arguments)") }
+    return try await withCheckedThrowingContinuation { continuation in
       DispatchQueue.global().async {
         continuation.resume(with: Result { try runScriptBlocking(arguments) })
       }
@@ -295,6 +297,10 @@ private actor ServerAccess {
   private var waiting: [(exclusive: Bool, continuation: CheckedContinuation<Void, Never>)] = []
 
   func acquire(exclusive wantsExclusive: Bool) async {
+    accessTrace(
+      "acquire exclusive=\(wantsExclusive) sharing=\(sharing) exclusive=\(exclusive) "
+        + "waiting=\(waiting.count)")
+    defer { accessTrace("acquired exclusive=\(wantsExclusive)") }
     if waiting.isEmpty && canGrant(exclusive: wantsExclusive) {
       grant(exclusive: wantsExclusive)
       return
@@ -303,6 +309,7 @@ private actor ServerAccess {
   }
 
   func release(exclusive wasExclusive: Bool) {
+    accessTrace("release exclusive=\(wasExclusive) sharing=\(sharing) waiting=\(waiting.count)")
     if wasExclusive { exclusive = false } else { sharing -= 1 }
     while let first = waiting.first, canGrant(exclusive: first.exclusive) {
       waiting.removeFirst()
@@ -318,4 +325,11 @@ private actor ServerAccess {
   private func grant(exclusive wantsExclusive: Bool) {
     if wantsExclusive { exclusive = true } else { sharing += 1 }
   }
+}
+
+/// Writes `line` to the standard error, with the test's name, when `MEMORYSTORE_TEST_TRACE`
+/// is set: who waits for the server and who holds it, for a run that does not end.
+func accessTrace(_ line: String) {
+  guard ProcessInfo.processInfo.environment["MEMORYSTORE_TEST_TRACE"] != nil else { return }
+  FileHandle.standardError.write(Data("[access] \(Test.current?.name ?? "-") \(line)\n".utf8))
 }
