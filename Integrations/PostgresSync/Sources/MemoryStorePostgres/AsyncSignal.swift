@@ -68,3 +68,72 @@ func withTimeout<Result: Sendable>(
     throw CancellationError()
   }
 }
+
+/// Runs `operation` and returns its result, or throws `timeoutError` once `limit` has passed
+/// (calling `onTimeout` first and cancelling the operation), without waiting for the
+/// operation to end: it is left to finish on its own. For work on the database, where a
+/// connection that died at the wrong moment may leave a query that never completes.
+///
+/// Cancelling the caller cancels the operation; the wait still ends by `limit`.
+func withDeadline<Result: Sendable>(
+  _ limit: Duration, orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
+  onTimeout: @escaping @Sendable () -> Void = {},
+  _ operation: @escaping @Sendable () async throws -> Result
+) async throws -> Result {
+  let race = DeadlineRace<Result>()
+  let work = Task {
+    do {
+      race.finish(.success(try await operation()))
+    } catch {
+      race.finish(.failure(error))
+    }
+  }
+  let timer = Task {
+    try? await Task.sleep(for: limit)
+    guard !Task.isCancelled, race.finish(.failure(timeoutError())) else { return }
+    onTimeout()
+    work.cancel()
+  }
+  defer { timer.cancel() }
+  return try await withTaskCancellationHandler {
+    try await race.outcome()
+  } onCancel: {
+    work.cancel()
+  }
+}
+
+/// The first of an operation's outcome and its deadline, handed to the one waiting task.
+private final class DeadlineRace<Result: Sendable>: Sendable {
+  private struct State {
+    var outcome: Swift.Result<Result, any Error>?
+    var waiter: CheckedContinuation<Result, any Error>?
+  }
+
+  private let state = Mutex(State())
+
+  /// Records `outcome` if none is yet, and resumes the waiter; returns whether it was first.
+  @discardableResult
+  func finish(_ outcome: Swift.Result<Result, any Error>) -> Bool {
+    let (isFirst, waiter) = state.withLock { state in
+      guard state.outcome == nil else {
+        return (false, nil as CheckedContinuation<Result, any Error>?)
+      }
+      state.outcome = outcome
+      defer { state.waiter = nil }
+      return (true, state.waiter)
+    }
+    waiter?.resume(with: outcome)
+    return isFirst
+  }
+
+  /// Waits for the first outcome.
+  func outcome() async throws -> Result {
+    try await withCheckedThrowingContinuation { continuation in
+      let outcome = state.withLock { state in
+        if state.outcome == nil { state.waiter = continuation }
+        return state.outcome
+      }
+      if let outcome { continuation.resume(with: outcome) }
+    }
+  }
+}

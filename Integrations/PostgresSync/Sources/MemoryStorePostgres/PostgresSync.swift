@@ -188,7 +188,8 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     state.withLock { $0.isListening = false }
     lifecycle.withLock { $0 = .stopped }
     clientTask.cancel()
-    _ = await clientTask.value
+    // Bounded: a pool's connection whose server vanished may keep a query that never ends.
+    try? await withDeadline(grace, orThrow: CancellationError()) { await clientTask.value }
     resumeCommitWaiters(all: true)
   }
 
@@ -341,15 +342,15 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   }
 
   /// Runs `body` with a connection of the pool for at most `limit`, or throws
-  /// `timeoutError`. The pool's connections carry `statement_timeout`
-  /// (``Configuration/databaseTimeout``): the server itself ends a statement held behind a
-  /// lock, so that the wait for `body` after the time limit is bounded.
+  /// `timeoutError` (leaving `body` to end on its own). The pool's connections carry
+  /// `statement_timeout` (``Configuration/databaseTimeout``): the server itself ends a
+  /// statement held behind a lock, which frees the connection.
   func withPooledConnection<Result: Sendable>(
     within limit: Duration,
     orThrow timeoutError: @autoclosure @escaping @Sendable () -> PostgresSyncError,
     _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
   ) async throws -> Result {
-    try await withTimeout(limit, orThrow: timeoutError()) { [client] in
+    try await withDeadline(limit, orThrow: timeoutError()) { [client] in
       try await client.withConnection { connection in try await body(connection) }
     }
   }
@@ -366,7 +367,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   ) async throws -> Result {
     let lease = ConnectionLease()
     do {
-      return try await withTimeout(limit, orThrow: timeoutError(), onTimeout: lease.close) {
+      return try await withDeadline(limit, orThrow: timeoutError(), onTimeout: lease.close) {
         [self, logger] in
         let connection = try await openCommitConnection()
         lease.hold(connection)
@@ -394,6 +395,11 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     let connection = try await PostgresConnection.connect(
       configuration: connectionConfiguration,
       id: commitConnectionIDs.add(1, ordering: .relaxed).newValue, logger: logger)
+    // A commit that ran out of time while connecting has been given up: its connection too.
+    guard !Task.isCancelled else {
+      try? await connection.close()
+      throw CancellationError()
+    }
     commitConnection.withLock { $0 = connection }
     return connection
   }

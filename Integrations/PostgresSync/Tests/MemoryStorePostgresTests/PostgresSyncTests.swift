@@ -371,3 +371,49 @@ func waitForBlockedQuery(on database: TestDatabase, table: String) async throws 
     throw WaitTimedOut(what: "a read blocked on the table")
   }
 }
+
+/// The time limits on work with the database.
+@Suite("PostgresSync: time limits") struct DeadlineTests {
+  /// An operation that ignores cancellation, as a query on a connection that died at the
+  /// wrong moment may: the deadline still ends the wait, and the operation is cancelled and
+  /// left to end on its own.
+  @Test func aDeadlineEndsTheWaitForAnOperationThatIgnoresCancellation() async throws {
+    let release = AsyncSignal()
+    let ended = AsyncSignal()
+    let timedOut = Atomic<Bool>(false)
+    let start = ContinuousClock.now
+    let noteTimeout: @Sendable () -> Void = { timedOut.store(true, ordering: .relaxed) }
+    await #expect(throws: WaitTimedOut.self) {
+      try await withDeadline(
+        .milliseconds(100), orThrow: WaitTimedOut(what: "the operation"), onTimeout: noteTimeout
+      ) {
+        // Ignores cancellation: the task that resumes it is not a child.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+          Task {
+            await release.wait()
+            continuation.resume()
+          }
+        }
+        ended.signal()
+      }
+    }
+    let took = ContinuousClock.now - start
+    #expect(took < .seconds(10), "the wait ended after \(took)")
+    let calledOnTimeout = timedOut.load(ordering: .relaxed)
+    #expect(calledOnTimeout, "onTimeout was called")
+    release.signal()
+    try await withTimeout(.seconds(30), orThrow: WaitTimedOut(what: "the operation to end")) {
+      await ended.wait()
+    }
+  }
+
+  @Test func aDeadlineReturnsTheOperationsResultOrError() async throws {
+    let value = try await withDeadline(.seconds(30), orThrow: WaitTimedOut(what: "")) { 42 }
+    #expect(value == 42)
+    await #expect(throws: CancellationError.self) {
+      try await withDeadline(.seconds(30), orThrow: WaitTimedOut(what: "")) {
+        throw CancellationError()
+      }
+    }
+  }
+}
