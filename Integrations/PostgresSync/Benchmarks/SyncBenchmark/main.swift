@@ -109,6 +109,15 @@ enum SyncBenchmark {
       }
     }
     for cost in costs {
+      table.add(
+        "write, writer's CPU, \(cost.mode)", format(cost.writeCPUNanoseconds, 1), "ns/write")
+      if cost.mode != .plain {
+        table.add(
+          "write, writer's CPU, \(cost.mode) / plain",
+          format(cost.writeCPUNanoseconds / plain.writeCPUNanoseconds, 2), "×")
+      }
+    }
+    for cost in costs {
       table.add("read \(cost.mode)", format(cost.readNanoseconds, 1), "ns/read")
       if cost.mode != .plain {
         table.add(
@@ -310,7 +319,11 @@ enum AccessCost {
 
   struct Result {
     let mode: Mode
+    /// Wall-clock time per write: what the writing thread waits, including the time the
+    /// sync's background work (and the database, on this machine) takes its core away.
     let writeNanoseconds: Double
+    /// CPU time of the writing thread per write: the cost on the writer's own path.
+    let writeCPUNanoseconds: Double
     let readNanoseconds: Double
   }
 
@@ -367,12 +380,14 @@ enum AccessCost {
       _ = timeReads(subject.store)
     }
     var writes = [Mode: [Double]]()
+    var writeCPU = [Mode: [Double]]()
     var reads = [Mode: [Double]]()
     for run in 0..<runs {
       for subject in subjects {
         try await subject.settle()
-        writes[subject.mode, default: []].append(
-          timeWrites(subject.store, base: (run + 2) * writesPerRun))
+        let (wall, cpu) = timeWrites(subject.store, base: (run + 2) * writesPerRun)
+        writes[subject.mode, default: []].append(wall)
+        writeCPU[subject.mode, default: []].append(cpu)
         try await subject.settle()
         reads[subject.mode, default: []].append(timeReads(subject.store))
       }
@@ -380,6 +395,7 @@ enum AccessCost {
     return subjects.map { subject in
       Result(
         mode: subject.mode, writeNanoseconds: median(writes[subject.mode]!),
+        writeCPUNanoseconds: median(writeCPU[subject.mode]!),
         readNanoseconds: median(reads[subject.mode]!))
     }
   }
@@ -406,17 +422,22 @@ enum AccessCost {
     }
   }
 
-  /// Nanoseconds per `store[key] = value`, cycling over the keys, every value new.
-  private static func timeWrites(_ store: MemoryStore<String, Int>, base: Int) -> Double {
+  /// Nanoseconds per `store[key] = value`, cycling over the keys, every value new: wall-clock
+  /// and the writing thread's CPU time. (The loop never suspends, so one thread runs it.)
+  private static func timeWrites(_ store: MemoryStore<String, Int>, base: Int) -> (
+    wall: Double, cpu: Double
+  ) {
     let keys = Self.keys
     var position = 0
+    let startCPU = threadCPUNanoseconds()
     let start = monotonicNanoseconds()
     for operation in 0..<writesPerRun {
       store[keys[position]] = base &+ operation
       position += 1
       if position == keys.count { position = 0 }
     }
-    return Double(monotonicNanoseconds() - start) / Double(writesPerRun)
+    let wall = Double(monotonicNanoseconds() - start) / Double(writesPerRun)
+    return (wall, Double(threadCPUNanoseconds() - startCPU) / Double(writesPerRun))
   }
 
   /// Nanoseconds per `store[key]`, every one a hit.
@@ -573,6 +594,13 @@ struct BenchmarkFailed: Error, CustomStringConvertible {
 func monotonicNanoseconds() -> UInt64 {
   var time = timespec()
   clock_gettime(CLOCK_MONOTONIC, &time)
+  return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
+func threadCPUNanoseconds() -> UInt64 {
+  var time = timespec()
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
   return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 

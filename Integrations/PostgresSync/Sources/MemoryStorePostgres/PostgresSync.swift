@@ -337,7 +337,14 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       within: configuration.databaseTimeout,
       orThrow: PostgresSyncError(.databaseUnavailable, "creating \(table.name) took too long")
     ) { connection in
-      try await table.create(on: connection, logger: logger)
+      do {
+        try await table.create(on: connection, logger: logger)
+      } catch  where Self.sqlState(of: error) == "23505" || Self.sqlState(of: error) == "42P07" {
+        // Another instance created it at the same moment: `IF NOT EXISTS` does not cover a
+        // race, which ends in a unique violation on the catalog (or "already exists"). Once
+        // more, for what this attempt did not reach (the index).
+        try await table.create(on: connection, logger: logger)
+      }
     }
   }
 
@@ -422,8 +429,13 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
 
   /// Whether `error` says that the table does not exist (SQLSTATE 42P01).
   static func isUndefinedTable(_ error: any Error) -> Bool {
+    sqlState(of: error) == "42P01"
+  }
+
+  /// The SQLSTATE code of the server's error behind `error`, if it is one.
+  static func sqlState(of error: any Error) -> String? {
     let underlying = (error as? PostgresTransactionError)?.closureError ?? error
-    return (underlying as? PSQLError)?.serverInfo?[.sqlState] == "42P01"
+    return (underlying as? PSQLError)?.serverInfo?[.sqlState]
   }
 
   enum BatchOutcome {

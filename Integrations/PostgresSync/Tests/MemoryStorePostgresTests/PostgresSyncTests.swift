@@ -99,6 +99,24 @@ import Testing
     }
   }
 
+  @Test func instancesStartingTogetherCreateTheTableWithoutAFailure() async throws {
+    try await TestDatabase.withServer { database in
+      // Six instances racing on CREATE TABLE IF NOT EXISTS for one new table.
+      try await withInstances(6, database: database) { instances in
+        for instance in instances {
+          let failures = instance.events.all.filter {
+            if case .publishFailed = $0 { return true }
+            return false
+          }
+          #expect(failures.isEmpty, "\(failures)")
+        }
+        instances[0].store["k"] = 1
+        try await instances[0].sync.publishPending()
+        #expect(try await instances[5].sync.value(forKey: "k") == 1)
+      }
+    }
+  }
+
   @Test func aCommitTheServerHoldsTimesOutAndStoppingStillEndsInTime() async throws {
     try await TestDatabase.withServer { database in
       try await withInstances(
