@@ -42,15 +42,11 @@ final class AsyncSignal: Sendable {
   }
 }
 
-/// Runs `operation`, and throws `timeoutError` if it has not finished after `limit`: then
-/// calls `onTimeout` and cancels it, and waits for it to end.
-///
-/// An operation that does not end when cancelled (a query PostgreSQL holds: PostgresNIO does
-/// not cancel a running query) keeps this waiting, unless `onTimeout` ends it, for example by
-/// closing its connection.
+/// Runs `operation`, and throws `timeoutError` if it has not finished after `limit` (then
+/// cancels it, and waits for it to end: for operations that end when cancelled; see
+/// ``withDeadline(_:orThrow:onTimeout:_:)`` for those that may not).
 func withTimeout<Result: Sendable>(
   _ limit: Duration, orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
-  onTimeout: @escaping @Sendable () -> Void = {},
   _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
   try await withThrowingTaskGroup(of: Result?.self) { group in
@@ -62,7 +58,6 @@ func withTimeout<Result: Sendable>(
     defer { group.cancelAll() }
     while let next = try await group.next() {
       if let result = next { return result }
-      onTimeout()
       throw timeoutError()
     }
     throw CancellationError()

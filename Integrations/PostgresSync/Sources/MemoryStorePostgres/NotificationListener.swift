@@ -315,7 +315,7 @@ package final class NotificationListener: Sendable {
       } onCancel: {
         // Ends the waits on the close future and on in-flight queries, neither of which
         // notices cancellation by itself.
-        Self.closeSoon(connection)
+        connection.closeSoon()
       }
     } catch {
       try? await connection.close()
@@ -377,7 +377,7 @@ package final class NotificationListener: Sendable {
         // Both children end only by throwing.
         _ = try await group.next()
       } catch {
-        Self.closeSoon(connection)
+        connection.closeSoon()
         group.cancelAll()
         throw error
       }
@@ -415,7 +415,7 @@ package final class NotificationListener: Sendable {
         let error = ListenerError(
           code: .keepAliveTimedOut, channel: channel, backendPID: backendPID)
         cause.record(error)
-        closeSoon(connection)
+        connection.closeSoon()
         throw error
       }
       group.cancelAll()
@@ -423,11 +423,11 @@ package final class NotificationListener: Sendable {
   }
 }
 
-extension NotificationListener {
-  /// Starts closing `connection` without waiting. (In an async context, a plain
-  /// `connection.close()` would resolve to the async overload.)
-  fileprivate static func closeSoon(_ connection: PostgresConnection) {
-    let _: EventLoopFuture<Void> = connection.close()
+extension PostgresConnection {
+  /// Starts closing the connection without waiting. (In an async context, a plain `close()`
+  /// would resolve to the async overload.)
+  func closeSoon() {
+    let _: EventLoopFuture<Void> = close()
   }
 }
 

@@ -339,10 +339,11 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     ) { connection in
       do {
         try await table.create(on: connection, logger: logger)
-      } catch  where Self.sqlState(of: error) == "23505" || Self.sqlState(of: error) == "42P07" {
+      } catch {
         // Another instance created it at the same moment: `IF NOT EXISTS` does not cover a
         // race, which ends in a unique violation on the catalog (or "already exists"). Once
         // more, for what this attempt did not reach (the index).
+        guard ["23505", "42P07"].contains(Self.sqlState(of: error)) else { throw error }
         try await table.create(on: connection, logger: logger)
       }
     }
@@ -372,12 +373,14 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     orThrow timeoutError: @autoclosure @escaping @Sendable () -> PostgresSyncError,
     _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
   ) async throws -> Result {
-    let lease = ConnectionLease()
+    // Past the limit, the statement in flight fails as its connection closes.
+    let closeConnection: @Sendable () -> Void = { [self] in
+      commitConnection.withLock { $0 }?.closeSoon()
+    }
     do {
-      return try await withDeadline(limit, orThrow: timeoutError(), onTimeout: lease.close) {
+      return try await withDeadline(limit, orThrow: timeoutError(), onTimeout: closeConnection) {
         [self, logger] in
         let connection = try await openCommitConnection()
-        lease.hold(connection)
         _ = try await connection.query("BEGIN", logger: logger).collect()
         let result = try await body(connection)
         _ = try await connection.query("COMMIT", logger: logger).collect()
@@ -395,8 +398,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       return connection
     }
     var connectionConfiguration = try endpoint.connectionConfiguration()
-    connectionConfiguration.options.connectTimeout = .nanoseconds(
-      Int64(Self.seconds(configuration.databaseTimeout) * 1e9))
+    connectionConfiguration.options.connectTimeout = TimeAmount(configuration.databaseTimeout)
     connectionConfiguration.options.additionalStartupParameters = Self.statementTimeout(
       configuration.databaseTimeout)
     let connection = try await PostgresConnection.connect(
@@ -773,22 +775,6 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   static func seconds(_ duration: Duration) -> Double {
     let (seconds, attoseconds) = duration.components
     return Double(seconds) + Double(attoseconds) / 1e18
-  }
-}
-
-/// The connection a commit holds, for its time limit to close.
-private final class ConnectionLease: Sendable {
-  private let connection = Mutex<PostgresConnection?>(nil)
-
-  func hold(_ connection: PostgresConnection) {
-    self.connection.withLock { $0 = connection }
-  }
-
-  /// Starts closing the connection held, if any, without waiting. (In an async context, a
-  /// plain `close()` would resolve to the async overload.)
-  @Sendable func close() {
-    guard let connection = connection.withLock({ $0 }) else { return }
-    let _: EventLoopFuture<Void> = connection.close()
   }
 }
 

@@ -130,41 +130,16 @@ private func stop(_ instances: [SyncInstance]) async throws {
   for instance in instances { instance.task.cancel() }
   for instance in instances {
     let task = instance.task
-    try await bounded("run() of \(instance.store.name ?? "a store") to end") {
-      _ = try? await task.value
-    }
+    try await withDeadline(
+      .seconds(30),
+      orThrow: WaitTimedOut(what: "run() of \(instance.store.name ?? "a store") to end")
+    ) { _ = try? await task.value }
   }
-}
-
-/// Runs `operation` and waits for it up to `limit`; past it, throws ``WaitTimedOut`` naming
-/// `what`, and leaves the operation to itself: a wait that would never end fails the test
-/// that made it instead of stopping the whole run.
-func bounded<Result: Sendable>(
-  within limit: Duration = .seconds(30), _ what: String,
-  _ operation: @escaping @Sendable () async throws -> Result
-) async throws -> Result {
-  let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
-  let done = AsyncSignal()
-  let task = Task {
-    do {
-      let value = try await operation()
-      outcome.withLock { $0 = .success(value) }
-    } catch {
-      outcome.withLock { $0 = .failure(error) }
-    }
-    done.signal()
-  }
-  try? await withTimeout(limit, orThrow: CancellationError()) { await done.wait() }
-  guard let result = outcome.withLock({ $0 }) else {
-    task.cancel()
-    throw WaitTimedOut(what: what)
-  }
-  return try result.get()
 }
 
 /// Sends `payload` on `channel` from a connection of the test's own.
 func notify(_ channel: String, _ payload: String, database: TestDatabase) async throws {
-  try await bounded("a NOTIFY on \(channel)") {
+  try await withDeadline(.seconds(30), orThrow: WaitTimedOut(what: "a NOTIFY on \(channel)")) {
     try await database.withConnection { connection in
       _ = try await connection.query(
         "SELECT pg_notify(\(channel), \(payload))", logger: testLogger
