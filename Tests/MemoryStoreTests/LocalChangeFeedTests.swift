@@ -97,7 +97,7 @@ import Testing
     let received = Locked<[Change]>([])
     // Waited for without blocking a thread of the task pool, which the consumer needs.
     let (arrivals, arrived) = AsyncStream.makeStream(of: Void.self)
-    let consumer = Task {
+    let consumer = Task(executorPreference: ThreadExecutor.shared) {
       for await changes in feed {
         received.withLock { $0.append(contentsOf: changes) }
         arrived.yield()
@@ -136,7 +136,7 @@ import Testing
   @Test func anIterationEndsWhenTheStoreIsFreed() async {
     var store: MemoryStore<String, Int>? = MemoryStore<String, Int>()
     let feed = store!.openLocalChangeFeed()
-    let consumer = Task {
+    let consumer = Task(executorPreference: ThreadExecutor.shared) {
       var count = 0
       for await changes in feed { count += changes.count }
       return count
@@ -151,7 +151,7 @@ import Testing
   @Test func aCancelledIterationEnds() async {
     let store = MemoryStore<String, Int>()
     let feed = store.openLocalChangeFeed()
-    let consumer = Task {
+    let consumer = Task(executorPreference: ThreadExecutor.shared) {
       for await _ in feed {}
     }
     consumer.cancel()

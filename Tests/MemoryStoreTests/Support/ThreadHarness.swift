@@ -157,7 +157,7 @@ func finishes(
   within seconds: Double, _ operation: @escaping @Sendable () async -> Void
 ) async -> Bool {
   let finished = TimedSemaphore()
-  Task {
+  Task(executorPreference: ThreadExecutor.shared) {
     await operation()
     finished.signal()
   }
@@ -191,5 +191,42 @@ struct SplitMix64: RandomNumberGenerator {
       if !chosen.contains(candidate) { chosen.append(candidate) }
     }
     return chosen
+  }
+}
+
+/// A task executor with one thread of its own. Tasks that prefer it run even while every
+/// thread of the cooperative pool is held: the synchronous stress tests of other suites hold
+/// them for seconds at a time (minutes under ThreadSanitizer), and a test that waits for a task
+/// must not fail for want of a thread.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+  // @unchecked Sendable: `jobs` is read and written only with `condition` locked.
+  private let condition = NSCondition()
+  private var jobs: [UnownedJob] = []
+
+  /// The one instance; its thread runs for the rest of the test process.
+  static let shared = ThreadExecutor()
+
+  private init() {
+    let thread = Thread { [unowned self] in self.run() }
+    thread.name = "ThreadExecutor"
+    thread.start()
+  }
+
+  func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    condition.lock()
+    jobs.append(job)
+    condition.signal()
+    condition.unlock()
+  }
+
+  private func run() {
+    while true {
+      condition.lock()
+      while jobs.isEmpty { condition.wait() }
+      let job = jobs.removeFirst()
+      condition.unlock()
+      job.runSynchronously(on: asUnownedTaskExecutor())
+    }
   }
 }
