@@ -207,6 +207,33 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
   public var count: Int
   /// The sum of the entries' costs (0 unless costs are given).
   public var totalCost: Int
+  /// The change batches published on the ``MemoryStore/notificationInterval`` and how late
+  /// they were.
+  public var changeBatches: ChangeBatches = ChangeBatches()
+
+  /// The change batches that the interval published, and their delays: from the first change
+  /// of a batch, which schedules its publication, until the batch is handed to the
+  /// subscribers.
+  ///
+  /// A delay well above ``MemoryStore/notificationInterval`` means the store's scheduler runs
+  /// late (its queue is busy). Batches published early, by ``MemoryStore/flush()`` or a new
+  /// subscription, are not counted.
+  public struct ChangeBatches: Hashable, Sendable {
+    /// The number of batches published.
+    public var published: UInt64 = 0
+    /// The sum of their delays.
+    public var totalDelay: Duration = .zero
+    /// The longest delay of one.
+    public var longestDelay: Duration = .zero
+
+    /// No batches.
+    public init() {}
+
+    /// The mean delay of a batch, or zero before the first.
+    public var averageDelay: Duration {
+      published == 0 ? .zero : totalDelay / Double(published)
+    }
+  }
 
   /// `hits / (hits + misses)`, or 0 before the first lookup.
   public var hitRate: Double {

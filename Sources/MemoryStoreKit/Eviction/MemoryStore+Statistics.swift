@@ -3,7 +3,8 @@ import Synchronization
 // MARK: - Statistics
 
 extension MemoryStore {
-  /// Hits, misses, evictions per reason, count and total cost.
+  /// Hits, misses, evictions per reason, count, total cost, and the change batches published
+  /// with their delays.
   ///
   /// Hits and misses are counted by every read in the reading thread's own stripe of
   /// counters, next to the counters reads already update, so counting costs about one
@@ -15,11 +16,12 @@ extension MemoryStore {
     _expireDueEntries()
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
+    let batches = _hub.batchDelays.withLock { $0 }
     return _writer.withLock { state in
       StoreStatistics(
         hits: UInt64(truncatingIfNeeded: hits), misses: UInt64(truncatingIfNeeded: misses),
         evictions: state.policy.evictions, count: _table.stagedCount,
-        totalCost: state.policy.limits.totalCost)
+        totalCost: state.policy.limits.totalCost, changeBatches: batches)
     }
   }
 }

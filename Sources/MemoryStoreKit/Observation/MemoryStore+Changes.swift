@@ -95,11 +95,18 @@ extension MemoryStore {
     _ = _publishChanges(disarm: disarm, subscribing: nil)
   }
 
+  /// Publishes the changes logged so far, as the publication that the first of them scheduled
+  /// at `scheduledAt`; counts the batch's delay for ``statistics``.
+  func _publishScheduledChanges(scheduledAt: ContinuousClock.Instant) {
+    _ = _publishChanges(disarm: true, subscribing: nil, scheduledAt: scheduledAt)
+  }
+
   /// Publishes the changes logged so far, if they make a batch; with `sink`, then subscribes
   /// it, and returns a read section entered at the very point of the write order where the
   /// published changes end (so the next batch is the difference from what the section sees).
   func _publishChanges(
-    disarm: Bool, subscribing sink: _ChangeHub<Key, Value>.Sink?
+    disarm: Bool, subscribing sink: _ChangeHub<Key, Value>.Sink?,
+    scheduledAt: ContinuousClock.Instant? = nil
   ) -> (
     section: (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)),
     subscription: Subscription, last: UInt64
@@ -116,6 +123,14 @@ extension MemoryStore {
         last += 1
         batch = published
         displaced = _hub.deliver(published)
+        if let scheduledAt {
+          let delay = _clock.scheduler.now - scheduledAt
+          _hub.batchDelays.withLock { delays in
+            delays.published &+= 1
+            delays.totalDelay += delay
+            delays.longestDelay = max(delays.longestDelay, delay)
+          }
+        }
       }
       let subscribed = sink.map { sink in
         (coalesced.section.unsafelyUnwrapped, _hub.add(sink), last)
@@ -187,8 +202,9 @@ extension MemoryStore {
   /// Schedules the publication of the changes logged so far, `delay` from now.
   @usableFromInline
   func _schedulePublication(after delay: Duration) {
+    let scheduledAt = _clock.scheduler.now
     _clock.scheduler.schedule(after: delay) { [weak self] in
-      self?._publishChanges(disarm: true)
+      self?._publishScheduledChanges(scheduledAt: scheduledAt)
     }
   }
 }
