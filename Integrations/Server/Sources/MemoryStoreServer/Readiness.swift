@@ -1,0 +1,61 @@
+import MemoryStoreKit
+import Synchronization
+
+/// A result given once, and awaited by any number of tasks before or after.
+final class Readiness: Sendable {
+  typealias Outcome = Result<Int, PersistenceError>
+
+  private enum State {
+    case waiting(next: Int, waiters: [Int: CheckedContinuation<Outcome, any Error>])
+    case resolved(Outcome)
+  }
+
+  private let state = Mutex(State.waiting(next: 0, waiters: [:]))
+
+  /// Gives the outcome to every waiter, now and later; the first call only counts.
+  func resolve(_ outcome: Outcome) {
+    let waiters = state.withLock { state -> [CheckedContinuation<Outcome, any Error>] in
+      guard case .waiting(_, let waiters) = state else { return [] }
+      state = .resolved(outcome)
+      return Array(waiters.values)
+    }
+    for waiter in waiters { waiter.resume(returning: outcome) }
+  }
+
+  /// The outcome, once given.
+  ///
+  /// - Throws: `CancellationError` if the calling task is cancelled first.
+  func wait() async throws -> Outcome {
+    let id = Mutex<Int?>(nil)
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        // Registered under the lock that the cancellation handler takes: a handler that ran
+        // first left the task cancelled, which is checked here.
+        let resolved = state.withLock { state -> Result<Outcome, CancellationError>? in
+          switch state {
+          case .resolved(let outcome):
+            return .success(outcome)
+          case .waiting where Task.isCancelled:
+            return .failure(CancellationError())
+          case .waiting(let next, var waiters):
+            waiters[next] = continuation
+            state = .waiting(next: next + 1, waiters: waiters)
+            id.withLock { $0 = next }
+            return nil
+          }
+        }
+        if let resolved { continuation.resume(with: resolved) }
+      }
+    } onCancel: {
+      let waiter = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
+        guard case .waiting(let next, var waiters) = state, let key = id.withLock({ $0 }) else {
+          return nil
+        }
+        let waiter = waiters.removeValue(forKey: key)
+        state = .waiting(next: next, waiters: waiters)
+        return waiter
+      }
+      waiter?.resume(throwing: CancellationError())
+    }
+  }
+}

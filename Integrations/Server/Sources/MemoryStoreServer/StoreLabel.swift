@@ -1,0 +1,27 @@
+import MemoryStoreKit
+
+/// The value of the `store` dimension of metrics and of the `memorystore.store` metadata of
+/// logs.
+enum StoreLabel {
+  /// The store's name, or `store` for a store created without one.
+  static func name<Key, Value>(of store: MemoryStore<Key, Value>) -> String {
+    store.name ?? "store"
+  }
+}
+
+extension Duration {
+  /// The duration in whole nanoseconds, saturating at `Int64`'s bounds.
+  var nanoseconds: Int64 {
+    let (seconds, attoseconds) = components
+    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    if overflow { return seconds < 0 ? .min : .max }
+    return scaled.addingReportingOverflow(attoseconds / 1_000_000_000).overflow
+      ? .max : scaled + attoseconds / 1_000_000_000
+  }
+
+  /// The duration in seconds, as a `Double`.
+  var seconds: Double {
+    let (seconds, attoseconds) = components
+    return Double(seconds) + Double(attoseconds) / 1e18
+  }
+}
