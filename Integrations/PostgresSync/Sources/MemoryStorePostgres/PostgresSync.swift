@@ -3,6 +3,7 @@ import Logging
 import MemoryStoreKit
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// Keeps a ``MemoryStoreKit/MemoryStore`` coherent with the stores of other instances (other
@@ -53,11 +54,23 @@ import Synchronization
 /// Keys that do not fit in one payload are split over several messages, and a key too long
 /// for any announces everything instead.
 ///
+/// ## In a service group
+/// The sync is a `Service` of `swift-service-lifecycle`: list it in a `ServiceGroup` before
+/// the services that write to the store (the HTTP server), which the group stops first. On
+/// graceful shutdown (SIGTERM, with the group's signals), as on cancellation, ``run()``
+/// commits what is pending, for up to ``Configuration/shutdownGracePeriod``, and returns.
+///
+/// ```swift
+/// let group = ServiceGroup(
+///   services: [sync, server], gracefulShutdownSignals: [.sigterm], logger: logger)
+/// try await group.run()
+/// ```
+///
 /// Thread safety: every method may be called from any thread. The sync calls no user code
 /// but the store's cost and time-to-live functions (through the store) and the coder, never
 /// while it holds its lock.
 public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Sendable & Codable>:
-  Sendable
+  Service, Sendable
 {
   /// The store kept coherent.
   public let store: MemoryStore<Key, Value>
@@ -153,9 +166,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
 
   // MARK: Running
 
-  /// Runs the sync until the calling task is cancelled: creates the table if asked, listens
-  /// to the channel (reconnecting with backoff), and publishes local changes. On
-  /// cancellation it commits what is pending (for up to
+  /// Runs the sync until the calling task is cancelled or, in a service group, until graceful
+  /// shutdown: creates the table if asked, listens to the channel (reconnecting with backoff),
+  /// and publishes local changes. Then it commits what is pending (for up to
   /// ``Configuration/shutdownGracePeriod``), closes its connections and returns.
   ///
   /// Call it once. Connection failures never end it; they are retried and reported.
@@ -175,13 +188,15 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       channel: configuration.channel,
       configuration: listenerConfiguration(),
       logger: logger)
-    await withTaskGroup(of: Void.self) { group in
-      group.addTask { try? await listener.run() }
-      group.addTask { await self.listen(to: listener) }
-      group.addTask { await self.publishUntilCancelled() }
-      group.addTask { await self.forwardLocalChanges() }
+    await cancelWhenGracefulShutdown {
+      await withTaskGroup(of: Void.self) { group in
+        group.addTask { try? await listener.run() }
+        group.addTask { await self.listen(to: listener) }
+        group.addTask { await self.publishUntilCancelled() }
+        group.addTask { await self.forwardLocalChanges() }
+      }
     }
-    // Cancelled: commit what is pending, without the caller's cancellation.
+    // Cancelled, or shutting down: commit what is pending, without the caller's cancellation.
     let grace = configuration.shutdownGracePeriod
     await Task { await self.publishRemaining(within: grace) }.value
     await dropCommitConnection()

@@ -1,6 +1,7 @@
 import Foundation
 import MemoryStoreKit
 import PostgresNIO
+import ServiceLifecycleTestKit
 import Synchronization
 import Testing
 
@@ -113,6 +114,31 @@ import Testing
         instances[0].store["k"] = 1
         try await instances[0].sync.publishPending()
         #expect(try await instances[5].sync.value(forKey: "k") == 1)
+      }
+    }
+  }
+
+  @Test func aServiceGroupsGracefulShutdownCommitsWhatIsPendingAndEndsTheSync() async throws {
+    try await TestDatabase.withServer { database in
+      try await withInstances(1, database: database) { instances in
+        let reader = instances[0]
+        let store = MemoryStore<String, Int>(name: "service")
+        let sync = try PostgresSync(
+          store: store, endpoint: PostgresEndpoint(url: database.url + "?sslmode=disable"),
+          configuration: reader.sync.configuration)
+        let events = SyncEventLog(sync.events)
+        try await testGracefulShutdown { trigger in
+          let run = Task { try await sync.run() }
+          try await events.first("listening") { $0 == .listening }
+          store["shutdown"] = 7
+          trigger.triggerGracefulShutdown()
+          // Without graceful shutdown ending it, run() would go on until cancelled.
+          try await withDeadline(.seconds(30), orThrow: WaitTimedOut(what: "run() to end")) {
+            try await run.value
+          }
+        }
+        #expect(sync.statistics.changesPublished >= 1)
+        #expect(try await reader.sync.value(forKey: "shutdown") == 7, "committed to the table")
       }
     }
   }
