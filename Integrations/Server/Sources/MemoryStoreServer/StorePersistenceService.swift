@@ -120,15 +120,16 @@ public final class StorePersistenceService<
   /// cancellation, then saves once more and returns.
   ///
   /// - Throws: The ``MemoryStoreKit/PersistenceError`` of the final save, or of the load under
-  ///   ``Configuration/LoadFailure/stop``; `CancellationError` if it is called a second time.
+  ///   ``Configuration/LoadFailure/stop``; ``StoreServiceError`` if it is called a second time.
   public func run() async throws {
     let isFirstRun = runs.withLock { runs in
       defer { runs = true }
       return !runs
     }
     guard isFirstRun else {
-      logger.error("run() was called twice on one StorePersistenceService")
-      throw CancellationError()
+      throw StoreServiceError(
+        .alreadyRun,
+        "run() was called twice on the StorePersistenceService of \(manager.fileURL.path)")
     }
     do {
       readiness.resolve(.success(try load()))

@@ -166,7 +166,8 @@ import Testing
     let fixture = try Fixture(url: url)
     let run = Task { try await fixture.service.run() }
     _ = try await fixture.service.waitUntilLoaded()
-    await #expect(throws: CancellationError.self) { try await fixture.service.run() }
+    let error = await #expect(throws: StoreServiceError.self) { try await fixture.service.run() }
+    #expect(error?.kind == .alreadyRun)
     run.cancel()
     try await run.value
   }
