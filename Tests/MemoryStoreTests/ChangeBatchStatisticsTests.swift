@@ -31,9 +31,18 @@ import Testing
 
     // A batch published early by flush() has no delay to count.
     store["d"] = 4
+    scheduler.advance(by: .milliseconds(30))
     await store.flush()
     #expect(store.statistics.changeBatches.published == 2)
     #expect(collector.batches.last?.sequenceNumbers.upperBound == 3, "three batches, merged or not")
+    // A change after the flush joins the publication that "d" scheduled: its delay counts
+    // from the flush, not from the scheduling.
+    scheduler.advance(by: .milliseconds(20))
+    store["e"] = 5
+    scheduler.advance(by: .milliseconds(50))
+    batches = store.statistics.changeBatches
+    #expect(batches.published == 3)
+    #expect(batches.totalDelay == .milliseconds(270))
     subscription.cancel()
   }
 

@@ -217,7 +217,8 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
   ///
   /// A delay well above ``MemoryStore/notificationInterval`` means the store's scheduler runs
   /// late (its queue is busy). Batches published early, by ``MemoryStore/flush()`` or a new
-  /// subscription, are not counted.
+  /// subscription, are not counted; a batch of changes made after such an early one counts
+  /// from it (its first change is not timed, so that no write pays for a clock read).
   public struct ChangeBatches: Hashable, Sendable {
     /// The number of batches published.
     public var published: UInt64 = 0

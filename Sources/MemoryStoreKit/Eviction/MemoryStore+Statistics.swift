@@ -16,7 +16,7 @@ extension MemoryStore {
     _expireDueEntries()
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
-    let batches = _hub.batchDelays.withLock { $0 }
+    let batches = _hub.batchDelays.withLock { $0.counted }
     return _writer.withLock { state in
       StoreStatistics(
         hits: UInt64(truncatingIfNeeded: hits), misses: UInt64(truncatingIfNeeded: misses),

@@ -31,9 +31,11 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   @usableFromInline let accumulator = _Protected(_ChangeAccumulator<Key, Value>())
   let publication = _Protected<UInt64>(0)
   let sinks = _Protected(Sinks())
-  /// The batches the interval published and their delays, for ``MemoryStore/statistics``;
-  /// updated once per such batch, under `publication`.
-  let batchDelays = _Protected(StoreStatistics.ChangeBatches())
+  /// The batches the interval published and their delays, for ``MemoryStore/statistics``,
+  /// and when a batch was last published early (by a flush or a new subscription); updated
+  /// once per batch, under `publication`.
+  let batchDelays = _Protected(
+    (counted: StoreStatistics.ChangeBatches(), lastEarlyBatch: ContinuousClock.Instant?.none))
   /// The notification center `MemoryStore.notificationCenter` posts to, and its subscription.
   let notificationCenter = _Protected<
     (center: any AnyObject & Sendable, subscription: Subscription)?

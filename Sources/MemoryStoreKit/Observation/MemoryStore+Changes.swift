@@ -123,13 +123,18 @@ extension MemoryStore {
         last += 1
         batch = published
         displaced = _hub.deliver(published)
-        if let scheduledAt {
-          let delay = _clock.scheduler.now - scheduledAt
-          _hub.batchDelays.withLock { delays in
-            delays.published &+= 1
-            delays.totalDelay += delay
-            delays.longestDelay = max(delays.longestDelay, delay)
+        let now = _clock.scheduler.now
+        _hub.batchDelays.withLock { delays in
+          guard let scheduledAt else {
+            delays.lastEarlyBatch = now
+            return
           }
+          // A batch published early since the scheduling took the changes made before it:
+          // this batch's first change came after that one.
+          let delay = now - max(scheduledAt, delays.lastEarlyBatch ?? scheduledAt)
+          delays.counted.published &+= 1
+          delays.counted.totalDelay += delay
+          delays.counted.longestDelay = max(delays.counted.longestDelay, delay)
         }
       }
       let subscribed = sink.map { sink in
