@@ -86,5 +86,11 @@ var configuration = ServiceGroupConfiguration(
   services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
 // Past this, shutdown turns into cancellation: the persistence service still saves.
 configuration.maximumGracefulShutdownDuration = options.gracePeriod
-try await ServiceGroup(configuration: configuration).run()
+do {
+  try await ServiceGroup(configuration: configuration).run()
+} catch {
+  // A failed last save among them: the process must not end as if all were saved.
+  logger.critical("the server stopped with an error", metadata: ["error": "\(error)"])
+  exit(1)
+}
 print("stopped")

@@ -1,16 +1,13 @@
-import MemoryStoreKit
-import Synchronization
-
 /// A result given once, and awaited by any number of tasks before or after.
 final class Readiness: Sendable {
-  typealias Outcome = Result<Int, PersistenceError>
+  typealias Outcome = Result<Int, any Error>
 
   private enum State {
     case waiting(next: Int, waiters: [Int: CheckedContinuation<Outcome, any Error>])
     case resolved(Outcome)
   }
 
-  private let state = Mutex(State.waiting(next: 0, waiters: [:]))
+  private let state = Locked(State.waiting(next: 0, waiters: [:]))
 
   /// Gives the outcome to every waiter, now and later; the first call only counts.
   func resolve(_ outcome: Outcome) {
@@ -22,11 +19,18 @@ final class Readiness: Sendable {
     for waiter in waiters { waiter.resume(returning: outcome) }
   }
 
+  /// The number of tasks waiting: for tests.
+  var waiterCount: Int {
+    state.withLock { state in
+      if case .waiting(_, let waiters) = state { waiters.count } else { 0 }
+    }
+  }
+
   /// The outcome, once given.
   ///
   /// - Throws: `CancellationError` if the calling task is cancelled first.
   func wait() async throws -> Outcome {
-    let id = Mutex<Int?>(nil)
+    let id = Locked<Int?>(nil)
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         // Registered under the lock that the cancellation handler takes: a handler that ran

@@ -14,34 +14,38 @@ import Synchronization
 /// ```
 ///
 /// Reads and writes of the store pay nothing for it: the store counts hits and misses
-/// whether or not anyone exports them, and the service reads ``MemoryStoreKit/MemoryStore/statistics``
-/// once per interval (one short hold of the store's write lock).
+/// whether or not anyone exports them, and the service reads
+/// ``MemoryStoreKit/MemoryStore/statistics`` once per interval.
 ///
 /// ## The metrics
-/// Each has the dimension `store`, the store's name (`store` for a store without one):
+/// Each has the dimension `store`, the store's name (`store` for a store without one: give
+/// each store a name of its own, or their series mix):
 ///
 /// | Label | Kind | What |
 /// |---|---|---|
 /// | `memorystore_hits_total` | counter | lookups that found their key |
 /// | `memorystore_misses_total` | counter | lookups that did not |
-/// | `memorystore_hit_ratio` | gauge | hits / lookups over the last interval (kept when it had none) |
+/// | `memorystore_hit_ratio` | gauge | hits / lookups since the store was created (for a window, divide the counters' rates) |
 /// | `memorystore_evictions_total` | counter | entries the store removed on its own; dimension `reason`: `decider`, `count_limit`, `cost_limit`, `expired`, `memory_pressure` |
 /// | `memorystore_entries` | gauge | the number of entries |
 /// | `memorystore_total_cost` | gauge | the sum of the entries' costs |
-/// | `memorystore_change_batches_total` | counter | change batches the interval published |
-/// | `memorystore_change_batch_delay_seconds` | gauge | their mean delay over the last interval, from a batch's first change to its delivery |
-/// | `memorystore_refresh_failures_total` | counter | reloads of `timeToRefresh` that threw |
+/// | `memorystore_change_batches_total` | counter | change batches the notification interval published |
+/// | `memorystore_change_batch_delay_seconds_total` | counter | the sum of their delays, from a batch's first change to its delivery: over a window, its rate divided by the batches' is the mean delay |
+/// | `memorystore_change_batch_delay_max_seconds` | gauge | the longest delay of one batch |
+/// | `memorystore_refresh_failures_total` | counter | reloads of `timeToRefresh` that threw, while ``run()`` runs |
 ///
 /// Counters start at what the store counted before the service started: the first sample
 /// adds it all.
 ///
 /// ## The logs
-/// - `notice`: entries removed by memory pressure since the last sample.
+/// - `notice`: entries removed by memory pressure since the previous sample.
 /// - `warning`: a reload of ``MemoryStoreKit/MemoryStore/timeToRefresh`` that threw, with the
 ///   error (the key is logged at `debug` only, as keys may be session ids or user names).
 ///
 /// Thread safety: every method may be called from any thread; ``run()`` is called once.
-/// Metric handlers are called outside every lock of the service and of the store.
+/// Samples do not overlap (one that finds another under way returns at once), so gauges are
+/// recorded in the order the statistics were read. Metric handlers and the logger are called
+/// outside every lock of the service and of the store.
 public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable>: Service,
   Sendable
 {
@@ -52,10 +56,17 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
 
   let logger: Logger
   let metrics: StoreMetrics
-  /// The counters as of the latest sample.
-  let latest = Mutex(Sampled())
+  /// The counters as of the latest sample; held by the sample under way only.
+  let latest = Locked(Sampled())
+  /// Whether a sample is under way.
+  let sampling = Atomic(false)
 
   /// Creates a service that exports `store`'s statistics every `interval`.
+  ///
+  /// Failed refreshes are reported while ``run()`` runs: it sets the store's
+  /// ``MemoryStoreKit/MemoryStore/onRefreshFailure`` to a handler that reports each one and
+  /// then calls the handler that was set before, and puts that one back when it returns. Set
+  /// your own handler before the service starts.
   ///
   /// - Parameters:
   ///   - store: The store.
@@ -63,11 +74,6 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
   ///     60 seconds).
   ///   - logger: Where trims and failed refreshes are logged; its metadata gains
   ///     `memorystore.store`.
-  ///
-  /// From now on, failed refreshes of the store are reported: the service sets the store's
-  /// ``MemoryStoreKit/MemoryStore/onRefreshFailure`` to a handler that reports each one and
-  /// then calls the handler that was set before. Set your own handler before you create the
-  /// service.
   ///   - metricsFactory: Where the metrics go; by default the one that `MetricsSystem` was
   ///     bootstrapped with.
   public init(
@@ -83,20 +89,20 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
     logger[metadataKey: "memorystore.store"] = "\(name)"
     self.logger = logger
     metrics = StoreMetrics(store: name, factory: metricsFactory)
+  }
+
+  /// Reports failed refreshes, and samples at once, then every ``interval`` until graceful
+  /// shutdown or cancellation, then once more.
+  public func run() async throws {
     let previous = store.onRefreshFailure
-    let refreshFailures = metrics.refreshFailures
-    store.onRefreshFailure = { [logger] key, error in
-      refreshFailures.increment()
+    store.onRefreshFailure = { [logger, metrics] key, error in
+      metrics.refreshFailures.increment()
       logger.warning(
         "refreshing an entry failed; it keeps its value", metadata: ["error": "\(error)"])
       logger.debug("the entry whose refresh failed", metadata: ["key": "\(key)"])
       previous?(key, error)
     }
-  }
-
-  /// Samples at once, then every ``interval`` until graceful shutdown or cancellation, then
-  /// once more.
-  public func run() async throws {
+    defer { store.onRefreshFailure = previous }
     sample()
     try? await cancelWhenGracefulShutdown { [self] in
       while true {
@@ -110,14 +116,19 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
   /// Reads the store's statistics now and records what changed since the previous sample.
   ///
   /// ``run()`` calls it on its interval; call it yourself before a scrape that must be
-  /// current, or in tests.
+  /// current (as the example server does), or in tests. If another sample is under way, it
+  /// returns at once: that one records the store as it is.
   ///
-  /// - Complexity: O(1), with one short hold of the store's write lock.
+  /// - Complexity: O(*t*) for the *t* threads that have read the store (their counters are
+  ///   added up), with one short hold of the store's write lock; like any read, it may first
+  ///   remove entries whose time is up.
   public func sample() {
+    guard
+      sampling.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+    else { return }
+    defer { sampling.store(false, ordering: .releasing) }
     let statistics = store.statistics
-    let (delta, hitRatio, batchDelay) = latest.withLock { latest in
-      latest.advance(to: statistics)
-    }
+    let delta = latest.withLock { $0.advance(to: statistics) }
     metrics.hits.increment(by: delta.hits)
     metrics.misses.increment(by: delta.misses)
     for reason in EvictionReason.allCases {
@@ -126,9 +137,10 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
     }
     metrics.entries.record(statistics.count)
     metrics.totalCost.record(statistics.totalCost)
-    if let hitRatio { metrics.hitRatio.record(hitRatio) }
+    if statistics.hits + statistics.misses > 0 { metrics.hitRatio.record(statistics.hitRate) }
     metrics.changeBatches.increment(by: delta.batches)
-    if let batchDelay { metrics.changeBatchDelay.record(batchDelay.seconds) }
+    if delta.batchDelay > .zero { metrics.changeBatchDelay.increment(by: delta.batchDelay.seconds) }
+    metrics.longestBatchDelay.record(statistics.changeBatches.longestDelay.seconds)
     let trimmed = delta.evictions[.memoryPressure, default: 0]
     if trimmed > 0 {
       logger.notice(
@@ -136,7 +148,6 @@ public final class StoreMetricsService<Key: Hashable & Sendable, Value: Sendable
         metadata: ["removed": "\(trimmed)", "entries": "\(statistics.count)"])
     }
   }
-
 }
 
 /// The counters of the latest sample, and how a new one differs.
@@ -153,14 +164,11 @@ struct Sampled: Sendable {
     var misses: Int64 = 0
     var evictions = [EvictionReason: Int64]()
     var batches: Int64 = 0
+    var batchDelay: Duration = .zero
   }
 
-  /// Moves to `statistics`, returning what grew, the hit ratio of the lookups between, and
-  /// the mean delay of the batches between (each `nil` if there were none). Counters only
-  /// grow: a sample older than the latest (two samples at once) adds nothing.
-  mutating func advance(
-    to statistics: StoreStatistics
-  ) -> (delta: Delta, hitRatio: Double?, batchDelay: Duration?) {
+  /// Moves to `statistics`, returning what grew.
+  mutating func advance(to statistics: StoreStatistics) -> Delta {
     var delta = Delta()
     delta.hits = Self.grow(&hits, to: statistics.hits)
     delta.misses = Self.grow(&misses, to: statistics.misses)
@@ -168,17 +176,13 @@ struct Sampled: Sendable {
       delta.evictions[reason] = Self.grow(
         &evictions[reason, default: 0], to: statistics.evictions[reason])
     }
-    let batchesBefore = batches
-    let delayBefore = batchDelay
     delta.batches = Self.grow(&batches, to: statistics.changeBatches.published)
-    var meanDelay: Duration?
-    if delta.batches > 0 {
-      batchDelay = statistics.changeBatches.totalDelay
-      meanDelay = (batchDelay - delayBefore) / Double(batches - batchesBefore)
+    let totalDelay = statistics.changeBatches.totalDelay
+    if totalDelay > batchDelay {
+      delta.batchDelay = totalDelay - batchDelay
+      batchDelay = totalDelay
     }
-    let lookups = delta.hits + delta.misses
-    let hitRatio = lookups > 0 ? Double(delta.hits) / Double(lookups) : nil
-    return (delta, hitRatio, meanDelay)
+    return delta
   }
 
   private static func grow(_ counter: inout UInt64, to value: UInt64) -> Int64 {
@@ -197,7 +201,8 @@ struct StoreMetrics: Sendable {
   let entries: Gauge
   let totalCost: Gauge
   let changeBatches: Counter
-  let changeBatchDelay: Gauge
+  let changeBatchDelay: FloatingPointCounter
+  let longestBatchDelay: Gauge
   let refreshFailures: Counter
 
   init(store: String, factory: any MetricsFactory) {
@@ -223,7 +228,10 @@ struct StoreMetrics: Sendable {
     entries = gauge("memorystore_entries")
     totalCost = gauge("memorystore_total_cost")
     changeBatches = counter("memorystore_change_batches_total")
-    changeBatchDelay = gauge("memorystore_change_batch_delay_seconds")
+    changeBatchDelay = FloatingPointCounter(
+      label: "memorystore_change_batch_delay_seconds_total", dimensions: dimensions,
+      factory: factory)
+    longestBatchDelay = gauge("memorystore_change_batch_delay_max_seconds")
     refreshFailures = counter("memorystore_refresh_failures_total")
   }
 }

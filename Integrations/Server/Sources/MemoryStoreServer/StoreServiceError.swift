@@ -1,4 +1,4 @@
-/// A misuse of a service of this package.
+/// Why a service of this package refused to run: a value, safe to share between threads.
 ///
 /// ```swift
 /// do { try await persistence.run() } catch let error as StoreServiceError { print(error) }
@@ -9,6 +9,10 @@ public struct StoreServiceError: Error, Hashable, Sendable, CustomStringConverti
     /// `run()` was called on a service that runs, or ran, already: a service owns its store's
     /// saves for one run.
     case alreadyRun
+    /// A snapshot that failed to load lies beside the file, under
+    /// ``StorePersistenceService/Configuration/LoadFailure/stop``: the service does not start
+    /// with an empty store in its place.
+    case rejectedSnapshotAside
   }
 
   /// What went wrong.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -8,7 +7,7 @@ import Testing
 
 /// The `KeyValueServer` example run as a child process, written to over HTTP on loopback,
 /// then stopped by a signal.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct ServerProcessTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct ServerProcessTests {
   @Test func sigtermSavesEveryAcknowledgedWriteAndExitsWithinTheGracePeriod() async throws {
     let directory = try temporaryDirectory()
     // No periodic save: what is on disk is what the shutdown saved.
@@ -32,18 +31,22 @@ import Testing
         }
       }
       // SIGTERM once the writers are well under way.
-      #expect(await eventually(within: .seconds(60)) { acknowledged.withLock { $0.count } >= 400 })
+      let underWay = await eventually(within: .seconds(60)) {
+        acknowledged.withLock { $0.count } >= 400
+      }
       signalSent = .now
       server.signal(SIGTERM)
       let status = await server.waitForExit(within: .seconds(15))
       let exited = ContinuousClock.now
+      try #require(underWay, "400 writes acknowledged before the signal")
       #expect(status == 0, "the server exits cleanly, not with \(String(describing: status))")
       try await group.waitForAll()
       return exited
     }
     let shutdown = exitTime - signalSent
     #expect(shutdown < .seconds(5), "within the grace period")
-    #expect(server.output.contains("stopped"))
+    #expect(await server.stdout.waitForEnd(within: .seconds(10)))
+    #expect(server.stdout.lines.last == "stopped")
 
     let written = acknowledged.withLock { $0 }
     let onDisk = try snapshotContents(directory.appending(path: "kv.snapshot"))
@@ -56,41 +59,78 @@ import Testing
         + "\(missing.count) acknowledged writes missing, stopped \(shutdown) after the signal")
   }
 
-  @Test func sigkillLeavesTheLastSavedSnapshotWhole() async throws {
+  @Test func sigkillLeavesTheLastSavedSnapshotWholeRoundAfterRound() async throws {
     let directory = try temporaryDirectory()
     let snapshot = directory.appending(path: "kv.snapshot")
-    let server = try ServerProcess(directory: directory, saveInterval: "0.05", gracePeriod: "5")
-    let client = HTTPClient(port: try await server.port())
+    // Values of 16 KiB: a save of a few hundred takes long enough for a kill to land in one.
+    let filler = String(repeating: "x", count: 16 << 10)
+    var saved: [String: String] = [:]
+    for round in 0..<4 {
+      let server = try ServerProcess(directory: directory, saveInterval: "0.02", gracePeriod: "5")
+      let client = HTTPClient(port: try await server.port())
+      // The server starts from the last snapshot: whole, and with what the last save held.
+      let (status, count) = try await client.get("entries")
+      #expect(status == 200)
+      #expect((Int(count) ?? -1) >= saved.count, "round \(round) restored \(count) entries")
 
-    var first: [String: String] = [:]
-    for index in 0..<50 {
-      let (key, value) = ("first-\(index)", "value \(index)")
-      #expect(try await client.put(key, value) == 204)
-      first[key] = value
-    }
-    // A periodic save holds them.
-    #expect(
-      await eventually {
-        guard let onDisk = try? snapshotContents(snapshot) else { return false }
-        return first.allSatisfy { onDisk[$0.key] == $0.value }
-      })
-    // More writes, some of them saved perhaps, then the process dies at once.
-    let writes = Task {
-      var index = 0
-      while (try? await client.put("later-\(index)", "value \(index)")) == 204 { index += 1 }
-    }
-    try await Task.sleep(for: .milliseconds(200))
-    server.signal(SIGKILL)
-    _ = await server.waitForExit(within: .seconds(15))
-    await writes.value
+      var written: [String: String] = [:]
+      for index in 0..<50 {
+        let (key, value) = ("r\(round)-\(index)", "\(index) \(filler)")
+        #expect(try await client.put(key, value) == 204)
+        written[key] = value
+      }
+      // A periodic save holds them.
+      try #require(
+        await eventually {
+          guard let onDisk = try? snapshotContents(snapshot) else { return false }
+          return written.allSatisfy { onDisk[$0.key] == $0.value }
+        })
+      saved.merge(written) { $1 }
+      // More writes while saves run, then the process dies at once.
+      let later = Shared(0)
+      let writes = Task {
+        var index = 0
+        while (try? await client.put("r\(round)-later-\(index)", "\(index) \(filler)")) == 204 {
+          index += 1
+          later.withLock { $0 = index }
+        }
+      }
+      try #require(await eventually { later.withLock { $0 } >= 20 })
+      server.signal(SIGKILL)
+      _ = await server.waitForExit(within: .seconds(15))
+      await writes.value
 
-    // The file is a whole snapshot (it loads), with at least what the last save we saw held.
-    let onDisk = try snapshotContents(snapshot)
-    #expect(first.allSatisfy { onDisk[$0.key] == $0.value })
-    #expect(onDisk.keys.allSatisfy { $0.hasPrefix("first-") || $0.hasPrefix("later-") })
-    let temporaries = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+      // The file is a whole snapshot (it loads) holding at least what the last save we saw held.
+      let onDisk = try snapshotContents(snapshot)
+      #expect(saved.allSatisfy { onDisk[$0.key] == $0.value })
+      #expect(onDisk.keys.allSatisfy { $0.hasPrefix("r") })
+    }
+    // The next start removes what an interrupted save left behind.
+    let server = try ServerProcess(directory: directory, saveInterval: "30", gracePeriod: "5")
+    _ = try await server.port()
+    let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path)
       .filter { $0 != "kv.snapshot" && $0 != ".kv.snapshot.lock" }
-    print("SIGKILL: \(onDisk.count) entries on disk; other files: \(temporaries)")
+    #expect(leftovers.isEmpty, "\(leftovers)")
+    server.signal(SIGTERM)
+    #expect(await server.waitForExit(within: .seconds(15)) == 0)
+    print("SIGKILL: 4 rounds, \(saved.count) entries saved before the kills, all on disk")
+  }
+
+  @Test func aLastSaveThatFailsEndsTheServerWithAnError() async throws {
+    let directory = try temporaryDirectory().appending(path: "data", directoryHint: .isDirectory)
+    let server = try ServerProcess(directory: directory, saveInterval: "0", gracePeriod: "5")
+    let client = HTTPClient(port: try await server.port())
+    #expect(try await client.put("greeting", "hello") == 204)
+    // The snapshot's directory becomes a file: the last save cannot write there.
+    try FileManager.default.removeItem(at: directory)
+    try Data("not a directory".utf8).write(to: directory)
+    server.signal(SIGTERM)
+    #expect(await server.waitForExit(within: .seconds(15)) == 1, "exit status 1")
+    #expect(await server.stderr.waitForEnd(within: .seconds(10)))
+    let errors = server.stderr.lines
+    #expect(errors.contains { $0.contains("final save failed") }, "\(errors)")
+    #expect(errors.contains { $0.contains("stopped with an error") }, "\(errors)")
+    #expect(!server.stdout.lines.contains("stopped"))
   }
 
   @Test func metricsAreServedForPrometheus() async throws {
@@ -119,7 +159,9 @@ import Testing
 /// A `KeyValueServer` child process on a free port of loopback.
 final class ServerProcess {
   private let process: Process
-  private let lines = ServerOutput()
+  /// What it prints on its standard output, and on its standard error (its logs).
+  let stdout = ServerOutput()
+  let stderr = ServerOutput()
 
   /// Starts the server on `directory`, with the given intervals in seconds.
   init(directory: URL, saveInterval: String, gracePeriod: String) throws {
@@ -129,23 +171,11 @@ final class ServerProcess {
       "--port", "0", "--directory", directory.path, "--save-interval", saveInterval,
       "--grace-period", gracePeriod, "--log-level", "warning",
     ]
-    let stdout = Pipe()
-    process.standardOutput = stdout
+    process.standardOutput = stdout.pipe
+    process.standardError = stderr.pipe
     self.process = process
-    let reader = stdout.fileHandleForReading
-    // Lines read on a thread of their own (reads block) until stdout closes.
-    Thread.detachNewThread { [lines] in
-      var pending = Data()
-      while case let chunk = reader.availableData, !chunk.isEmpty {
-        pending.append(chunk)
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-          let line = String(decoding: pending[..<newline], as: UTF8.self)
-          pending.removeSubrange(...newline)
-          lines.received(line)
-        }
-      }
-      lines.received(nil)
-    }
+    stdout.startReading()
+    stderr.startReading()
     try process.run()
   }
 
@@ -153,15 +183,15 @@ final class ServerProcess {
     if process.isRunning { kill(process.processIdentifier, SIGKILL) }
   }
 
-  /// What the server printed so far.
-  var output: [String] { lines.all }
-
-  /// The port from the server's `listening on` line, once printed.
+  /// The port from the server's `listening on` line.
   ///
-  /// - Throws: If the server ends without printing it.
-  func port() async throws -> Int {
-    guard let port = await lines.port() else {
-      throw ServerFailed(description: "the server stopped before listening: \(output)")
+  /// - Throws: If the server ends, or says nothing within `limit`.
+  func port(within limit: Duration = .seconds(60)) async throws -> Int {
+    let prefix = "listening on "
+    let line = await stdout.firstLine(within: limit) { $0.hasPrefix(prefix) }
+    guard let port = line?.split(separator: ":").last.flatMap({ Int($0) }) else {
+      throw ServerFailed(
+        description: "the server did not listen: \(stdout.lines) \(stderr.lines.suffix(20))")
     }
     return port
   }
@@ -206,54 +236,48 @@ final class ServerProcess {
   }
 }
 
-/// The lines a server printed, and the port of its `listening on` line.
+/// The lines a child process prints on one of its outputs, read on a thread of their own
+/// (reads block) until the output closes.
 final class ServerOutput: Sendable {
-  private struct State {
-    var lines: [String] = []
-    var isListening = false
-    var port: Int?
-    var waiters: [CheckedContinuation<Int?, Never>] = []
-  }
+  let pipe = Pipe()
+  private let state = Shared<(lines: [String], isEnded: Bool)>(([], false))
 
-  private let state = Mutex(State())
+  /// Everything printed so far.
+  var lines: [String] { state.withLock { $0.lines } }
 
-  var all: [String] { state.withLock { $0.lines } }
-
-  /// The port, once printed; `nil` if the output ended without it.
-  func port() async -> Int? {
-    await withCheckedContinuation { continuation in
-      let ready = state.withLock { state -> Int?? in
-        if state.isListening { return .some(state.port) }
-        state.waiters.append(continuation)
-        return nil
+  func startReading() {
+    let reader = pipe.fileHandleForReading
+    Thread.detachNewThread { [state] in
+      var pending = Data()
+      while case let chunk = reader.availableData, !chunk.isEmpty {
+        pending.append(chunk)
+        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+          let line = String(decoding: pending[..<newline], as: UTF8.self)
+          pending.removeSubrange(...newline)
+          state.withLock { $0.lines.append(line) }
+        }
       }
-      if let ready { continuation.resume(returning: ready) }
+      state.withLock { $0.isEnded = true }
     }
   }
 
-  /// Takes the next line, or the end of the output (`nil`).
-  func received(_ line: String?) {
-    // "listening on http://127.0.0.1:PORT"; the end of the output wakes the waiters too.
-    let port = line.flatMap { line in
-      line.hasPrefix("listening on ") ? line.split(separator: ":").last.flatMap { Int($0) } : nil
+  /// The first line that satisfies `predicate`, waiting for it up to `limit`; `nil` if the
+  /// output ends, or the time runs out, without one.
+  func firstLine(within limit: Duration, where predicate: (String) -> Bool) async -> String? {
+    var found: String?
+    _ = await eventually(within: limit) {
+      let (lines, isEnded) = state.withLock { ($0.lines, $0.isEnded) }
+      found = lines.first(where: predicate)
+      return found != nil || isEnded
     }
-    let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
-      if let line { state.lines.append(line) }
-      guard !state.isListening, port != nil || line == nil else { return [] }
-      state.isListening = true
-      state.port = port
-      defer { state.waiters = [] }
-      return state.waiters
-    }
-    for waiter in waiters { waiter.resume(returning: port) }
+    return found
   }
-}
 
-/// A value that concurrent tasks share, behind a lock.
-final class Shared<Value: Sendable>: Sendable {
-  private let value: Mutex<Value>
-  init(_ value: Value) { self.value = Mutex(value) }
-  func withLock<R>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
+  /// Waits until the output has ended (the process closed it), up to `limit`; returns whether
+  /// it has.
+  func waitForEnd(within limit: Duration) async -> Bool {
+    await eventually(within: limit) { state.withLock { $0.isEnded } }
+  }
 }
 
 struct ServerFailed: Error, CustomStringConvertible {

@@ -6,7 +6,6 @@ import MemoryStoreServer
 import MetricsTestKit
 import ServiceLifecycle
 import ServiceLifecycleTestKit
-import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct StoreMetricsServiceTests {
@@ -33,18 +32,18 @@ import Testing
       metrics.total("memorystore_evictions_total", store: "quotes", [("reason", "expired")]) == 0)
     #expect(metrics.gauge("memorystore_entries", store: "quotes") == 10)
 
-    // The next sample adds only what happened since, and the ratio is the interval's.
+    // The next sample adds only what happened since.
     let present = store.keys
     for key in present.prefix(4) { _ = store[key] }
     service.sample()
     #expect(metrics.total("memorystore_hits_total", store: "quotes") == 14)
     #expect(metrics.total("memorystore_misses_total", store: "quotes") == 20)
-    #expect(metrics.gauge("memorystore_hit_ratio", store: "quotes") == 1)
+    #expect(metrics.gauge("memorystore_hit_ratio", store: "quotes") == 14.0 / 34)
 
-    // No lookups: the ratio is kept; removals by the app are not evictions.
+    // Removals by the app are not evictions.
     store.removeAll()
     service.sample()
-    #expect(metrics.gauge("memorystore_hit_ratio", store: "quotes") == 1)
+    #expect(metrics.gauge("memorystore_hit_ratio", store: "quotes") == 14.0 / 34)
     #expect(metrics.gauge("memorystore_entries", store: "quotes") == 0)
     #expect(
       metrics.total("memorystore_evictions_total", store: "quotes", [("reason", "count_limit")])
@@ -91,20 +90,29 @@ import Testing
     #expect(logged.first?.metadata["memorystore.store"] == "images")
   }
 
-  @Test func changeBatchesAndTheirDelayAreExported() async throws {
+  @Test func changeBatchesAndTheirDelaysAreExported() async throws {
     let scheduler = ManualScheduler()
     let store = Store(name: "prices", scheduler: scheduler)
-    store.notificationInterval = .milliseconds(250)
+    store.notificationInterval = .seconds(1)
     let subscription = store.observe { _ in }
     let metrics = TestMetrics()
     let service = StoreMetricsService(store: store, metricsFactory: metrics)
     store["AAPL"] = 231
-    scheduler.advance(by: .milliseconds(250))
+    scheduler.advance(by: .seconds(1))
     store["MSFT"] = 415
-    scheduler.advance(by: .milliseconds(250))
+    scheduler.advance(by: .seconds(1))
     service.sample()
     #expect(metrics.total("memorystore_change_batches_total", store: "prices") == 2)
-    #expect(metrics.gauge("memorystore_change_batch_delay_seconds", store: "prices") == 0.25)
+    // A floating-point counter: MetricsTestKit keeps it as an integer counter of whole seconds.
+    #expect(
+      metrics.total("memorystore_change_batch_delay_seconds_total", store: "prices") == 2)
+    #expect(metrics.gauge("memorystore_change_batch_delay_max_seconds", store: "prices") == 1)
+    store["AAPL"] = 232
+    scheduler.advance(by: .seconds(1))
+    service.sample()
+    #expect(metrics.total("memorystore_change_batches_total", store: "prices") == 3)
+    #expect(
+      metrics.total("memorystore_change_batch_delay_seconds_total", store: "prices") == 3)
     subscription.cancel()
   }
 
@@ -116,17 +124,53 @@ import Testing
     store.onRefreshFailure = { key, _ in report.yield(key) }
     let metrics = TestMetrics()
     let (logger, logs) = recordingLogger()
-    _ = StoreMetricsService(store: store, logger: logger, metricsFactory: metrics)
-    store["EURUSD"] = 108
-    scheduler.advance(by: .seconds(11))
+    let service = StoreMetricsService(store: store, logger: logger, metricsFactory: metrics)
     struct SourceDown: Error {}
-    #expect(try await store.value(forKey: "EURUSD") { throw SourceDown() } == 108)
     var keys = reported.makeAsyncIterator()
-    #expect(await keys.next() == "EURUSD")
+    try await testGracefulShutdown { trigger in
+      let run = Task { try await service.run() }
+      // The first sample comes after the handler is in place.
+      #expect(await eventually { metrics.gauge("memorystore_entries", store: "rates") != nil })
+      store["EURUSD"] = 108
+      scheduler.advance(by: .seconds(11))
+      #expect(try await store.value(forKey: "EURUSD") { throw SourceDown() } == 108)
+      #expect(await keys.next() == "EURUSD")
+      #expect(metrics.total("memorystore_refresh_failures_total", store: "rates") == 1)
+      #expect(logs.entries(at: .warning, containing: "refreshing an entry failed").count == 1)
+      let keyed = logs.entries(at: .debug, containing: "whose refresh failed")
+      #expect(keyed.first?.metadata["key"] == "EURUSD")
+      trigger.triggerGracefulShutdown()
+      try await run.value
+    }
+    // Stopped: the app's own handler is back, alone.
+    store["GBPUSD"] = 126
+    scheduler.advance(by: .seconds(11))
+    #expect(try await store.value(forKey: "GBPUSD") { throw SourceDown() } == 126)
+    #expect(await keys.next() == "GBPUSD")
     #expect(metrics.total("memorystore_refresh_failures_total", store: "rates") == 1)
-    #expect(logs.entries(at: .warning, containing: "refreshing an entry failed").count == 1)
-    let keyed = logs.entries(at: .debug, containing: "whose refresh failed")
-    #expect(keyed.first?.metadata["key"] == "EURUSD")
+  }
+
+  @Test func samplesDoNotOverlap() async throws {
+    let store = Store(name: "busy")
+    let metrics = TestMetrics()
+    let service = StoreMetricsService(store: store, metricsFactory: metrics)
+    for index in 0..<100 { store["k\(index)"] = index }
+    // Many samples at once, while lookups go on: the counters end at the store's totals.
+    await withTaskGroup { group in
+      for task in 0..<8 {
+        group.addTask {
+          for index in 0..<200 {
+            _ = store["k\((index + task) % 150)"]
+            service.sample()
+          }
+        }
+      }
+    }
+    service.sample()
+    let statistics = store.statistics
+    #expect(metrics.total("memorystore_hits_total", store: "busy") == Int64(statistics.hits))
+    #expect(metrics.total("memorystore_misses_total", store: "busy") == Int64(statistics.misses))
+    #expect(metrics.gauge("memorystore_hit_ratio", store: "busy") == statistics.hitRate)
   }
 
   @Test func runSamplesAtStartAndAtShutdown() async throws {

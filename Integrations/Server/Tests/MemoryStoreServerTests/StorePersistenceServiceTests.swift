@@ -2,12 +2,12 @@ import Foundation
 import InMemoryLogging
 import Logging
 import MemoryStoreKit
-import MemoryStoreServer
 import MetricsTestKit
 import ServiceLifecycle
 import ServiceLifecycleTestKit
-import Synchronization
 import Testing
+
+@testable import MemoryStoreServer
 
 @Suite(.timeLimit(.minutes(1))) struct StorePersistenceServiceTests {
   typealias Store = MemoryStore<String, String>
@@ -178,5 +178,76 @@ import Testing
     let waiter = Task { try await fixture.service.waitUntilLoaded() }
     waiter.cancel()
     await #expect(throws: CancellationError.self) { try await waiter.value }
+  }
+
+  @Test func underStopARejectedSnapshotAsideKeepsTheServiceFromStartingAgain() async throws {
+    let url = try temporaryDirectory().appending(path: "sessions.snapshot")
+    try Data("this is not a snapshot".utf8).write(to: url)
+    let configuration = StorePersistenceService<String, String>.Configuration(
+      saveInterval: .zero, loadFailure: .stop)
+    let first = try Fixture(url: url, configuration: configuration)
+    await #expect(throws: PersistenceError.self) { try await first.service.run() }
+    // A restart finds no snapshot, but the rejected one beside it: it does not start empty.
+    let second = try Fixture(url: url, configuration: configuration)
+    let error = await #expect(throws: StoreServiceError.self) { try await second.service.run() }
+    #expect(error?.kind == .rejectedSnapshotAside)
+    #expect(error?.description.contains("sessions.snapshot.corrupt-") == true)
+    await #expect(throws: StoreServiceError.self) { try await second.service.waitUntilLoaded() }
+    #expect(second.logs.entries(at: .error, containing: "rejected snapshot").count == 1)
+    #expect(!FileManager.default.fileExists(atPath: url.path), "nothing was saved over it")
+  }
+
+  @Test func aSnapshotThatCannotBeReadStopsTheServiceEvenUnderContinue() async throws {
+    let url = try temporaryDirectory().appending(path: "sessions.snapshot")
+    // A directory where the snapshot should be: it cannot be read, nor moved aside.
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    let fixture = try Fixture(url: url, configuration: .init(loadFailure: .continue))
+    let error = await #expect(throws: PersistenceError.self) { try await fixture.service.run() }
+    #expect(error?.kind == .readFailed)
+    #expect(fixture.logs.entries(at: .error, containing: "failed to load").count == 1)
+    #expect(fixture.metrics.total("memorystore_load_failures_total", store: "sessions") == 1)
+  }
+
+  @Test func inAServiceGroupTheLastSaveFollowsTheWritersShutdown() async throws {
+    let url = try temporaryDirectory().appending(path: "sessions.snapshot")
+    let fixture = try Fixture(url: url)
+    /// Writes while it runs, and once more while it shuts down: as a server answers the
+    /// requests it has accepted.
+    struct Writer: Service {
+      let store: MemoryStore<String, String>
+      let persistence: StorePersistenceService<String, String>
+      func run() async throws {
+        _ = try await persistence.waitUntilLoaded()
+        store["while running"] = "1"
+        try? await gracefulShutdown()
+        store["while shutting down"] = "2"
+      }
+    }
+    let group = ServiceGroup(
+      services: [fixture.service, Writer(store: fixture.store, persistence: fixture.service)],
+      logger: Logger(label: "test"))
+    try await withThrowingTaskGroup { tasks in
+      tasks.addTask { try await group.run() }
+      _ = try await fixture.service.waitUntilLoaded()
+      #expect(await eventually { fixture.store["while running"] != nil })
+      await group.triggerGracefulShutdown()
+      try await tasks.waitForAll()
+    }
+    #expect(try snapshotContents(url) == ["while running": "1", "while shutting down": "2"])
+  }
+
+  @Test func aWaiterCancelledWhileWaitingGetsCancellationErrorAndTheOthersTheLoad() async throws {
+    let readiness = Readiness()
+    let cancelled = Task { try await readiness.wait() }
+    let kept = Task { try await readiness.wait() }
+    #expect(await eventually { readiness.waiterCount == 2 })
+    cancelled.cancel()
+    await #expect(throws: CancellationError.self) { try await cancelled.value }
+    #expect(readiness.waiterCount == 1)
+    readiness.resolve(.success(7))
+    #expect(try await kept.value.get() == 7)
+    // Later waiters get it at once; a second resolution changes nothing.
+    readiness.resolve(.success(8))
+    #expect(try await readiness.wait().get() == 7)
   }
 }
