@@ -43,6 +43,9 @@ let persistence = StorePersistenceService(
 let storeMetrics = StoreMetricsService(
   store: store, interval: options.metricsInterval, logger: logger,
   metricsFactory: metricsFactory)
+// In a container with a memory limit, trims the store before the limit is reached.
+let memoryPressure = MemoryPressureService(
+  stores: [store], logger: logger, metricsFactory: metricsFactory)
 
 let router = Router()
 router.get("/health") { _, _ in "ok" }
@@ -71,8 +74,8 @@ var app = Application(
   router: router,
   configuration: .init(address: .hostname(options.host, port: options.port)),
   // A service group stops its services in reverse order: the HTTP server first (the
-  // application's own), then the metrics, then the persistence service's last save.
-  services: [persistence, storeMetrics],
+  // application's own), then the others, the persistence service's last save last.
+  services: [persistence, storeMetrics, memoryPressure],
   onServerRunning: { channel in
     // The line the tests and scripts wait for, with the port chosen when --port is 0.
     let port = channel.localAddress?.port ?? options.port
