@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import MemoryStoreServer
+
 #if canImport(FoundationNetworking)
   import FoundationNetworking
 #endif

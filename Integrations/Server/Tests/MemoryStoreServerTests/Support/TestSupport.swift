@@ -4,6 +4,8 @@ import Logging
 import MemoryStoreKit
 import MetricsTestKit
 
+@testable import MemoryStoreServer
+
 /// A new empty directory under the system's temporary directory.
 func temporaryDirectory() throws -> URL {
   let directory = FileManager.default.temporaryDirectory
@@ -67,18 +69,5 @@ func snapshotContents(_ url: URL) throws -> [String: String] {
   return store.allItems
 }
 
-/// A value that concurrent tasks share, behind a lock (`NSLock`: ThreadSanitizer sees it, as it
-/// does not see `Synchronization.Mutex` on Linux).
-final class Shared<Value: Sendable>: @unchecked Sendable {
-  // Safe: `value` is read and written only inside `withLock`, which holds `lock`.
-  private let lock = NSLock()
-  private var value: Value
-
-  init(_ value: Value) { self.value = value }
-
-  func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    return try body(&value)
-  }
-}
+/// A value that concurrent tasks share, behind the package's lock.
+typealias Shared = Locked
