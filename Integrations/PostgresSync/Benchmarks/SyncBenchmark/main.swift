@@ -660,7 +660,7 @@ extension String {
 
 /// The rows of the results table, printed at the end.
 final class Table: Sendable {
-  private let rows = Mutex<[(String, String, String)]>([])
+  private let rows = Locked<[(String, String, String)]>([])
 
   func add(_ name: String, _ value: String, _ unit: String) {
     rows.withLock { $0.append((name, value, unit)) }

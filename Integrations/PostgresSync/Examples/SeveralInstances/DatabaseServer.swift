@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import MemoryStorePostgres
 
 #if canImport(Glibc)
   import Glibc
@@ -145,7 +145,7 @@ struct DatabaseServer: Sendable, CustomStringConvertible {
   }
 
   /// The signal sources: kept for as long as the process runs.
-  private static let signalSources = Mutex<[any DispatchSourceSignal]>([])
+  private static let signalSources = Locked<[any DispatchSourceSignal]>([])
 }
 
 /// `Scripts/postgres-test-server` is missing, or failed.

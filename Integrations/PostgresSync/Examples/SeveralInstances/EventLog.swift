@@ -1,9 +1,8 @@
 import MemoryStorePostgres
-import Synchronization
 
 /// Every event one sync reported, in order, for the example to wait on.
 final class EventLog: Sendable {
-  private let events = Mutex<[PostgresSyncEvent]>([])
+  private let events = Locked<[PostgresSyncEvent]>([])
 
   /// Starts collecting `stream`'s events; the collection ends when the stream does (when its
   /// sync is freed).

@@ -1,4 +1,4 @@
-import Synchronization
+import MemoryStorePostgres
 
 /// A wait that ran out.
 struct TimedOut: Error, CustomStringConvertible {
@@ -49,10 +49,10 @@ func finished<Success, Failure>(_ task: Task<Success, Failure>, within limit: Du
 
 /// A continuation that the first of several racers resumes; the others' outcomes are dropped.
 private final class FirstOutcome: Sendable {
-  private let continuation: Mutex<CheckedContinuation<Bool, Never>?>
+  private let continuation: Locked<CheckedContinuation<Bool, Never>?>
 
   init(_ continuation: CheckedContinuation<Bool, Never>) {
-    self.continuation = Mutex(continuation)
+    self.continuation = Locked(continuation)
   }
 
   func resume(returning value: Bool) {

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Wakes one waiting task: a signal given while nobody waits is kept for the next wait.
 final class AsyncSignal: Sendable {
   private struct State {
@@ -7,7 +5,7 @@ final class AsyncSignal: Sendable {
     var waiter: CheckedContinuation<Void, Never>?
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Resumes the waiting task, or lets the next wait return at once.
   func signal() {
@@ -104,7 +102,7 @@ private final class DeadlineRace<Result: Sendable>: Sendable {
     var waiter: CheckedContinuation<Result, any Error>?
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Records `outcome` if none is yet, and resumes the waiter; returns whether it was first.
   @discardableResult

@@ -433,7 +433,7 @@ extension PostgresConnection {
 
 /// The first known reason a connection was given up, when the listener gave it up itself.
 private final class LossCause: Sendable {
-  private let error = Mutex<ListenerError?>(nil)
+  private let error = Locked<ListenerError?>(nil)
 
   /// The recorded reason, if any.
   var recorded: ListenerError? { error.withLock { $0 } }
@@ -458,7 +458,7 @@ private final class DeliveryGate: Sendable {
     case closed
   }
 
-  private let phase = Mutex(Phase.opening(held: []))
+  private let phase = Locked(Phase.opening(held: []))
   private let continuation: AsyncStream<NotificationListener.Event>.Continuation
 
   init(continuation: AsyncStream<NotificationListener.Event>.Continuation) {

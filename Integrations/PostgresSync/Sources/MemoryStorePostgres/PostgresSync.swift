@@ -86,18 +86,18 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   let client: PostgresClient
   let table: SharedTable?
   let logger: Logger
-  let state: Mutex<SyncState<Key, Value>>
+  let state: Locked<SyncState<Key, Value>>
   let feed: LocalChangeFeed<Key, Value>
   let eventContinuation: AsyncStream<PostgresSyncEvent>.Continuation
   /// Wakes the publisher: local changes, or a caller of ``publishPending(timeout:)``.
   let publisherWake = AsyncSignal()
   /// Callers of ``publishPending(timeout:)`` waiting for a number of changes to be committed.
-  let commitWaiters = Mutex<[(target: UInt64, signal: AsyncSignal)]>([])
+  let commitWaiters = Locked<[(target: UInt64, signal: AsyncSignal)]>([])
   /// The publisher's own connection, on which commits run one at a time.
-  let commitConnection = Mutex<PostgresConnection?>(nil)
+  let commitConnection = Locked<PostgresConnection?>(nil)
   /// Reads of the table in flight, one per key.
-  let reads = Mutex<[Key: Task<Value?, any Error>]>([:])
-  let lifecycle = Mutex(Lifecycle.created)
+  let reads = Locked<[Key: Task<Value?, any Error>]>([:])
+  let lifecycle = Locked(Lifecycle.created)
 
   enum Lifecycle {
     case created, running, stopped
@@ -143,7 +143,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     clientConfiguration.options.additionalStartupParameters = Self.statementTimeout(
       configuration.databaseTimeout)
     client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-    state = Mutex(SyncState(origin: origin))
+    state = Locked(SyncState(origin: origin))
     feed = store.openLocalChangeFeed()
     (events, eventContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1_000))
   }

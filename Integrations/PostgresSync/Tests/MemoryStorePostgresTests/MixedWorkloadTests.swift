@@ -28,9 +28,9 @@ import Testing
       var confirmedAt: ContinuousClock.Instant?
     }
 
-    let writes = Mutex<[String: [Write]]>([:])
-    let violations = Mutex<[String]>([])
-    let worstStaleness = Mutex<Duration>(.zero)
+    let writes = Locked<[String: [Write]]>([:])
+    let violations = Locked<[String]>([])
+    let worstStaleness = Locked<Duration>(.zero)
     let reads = Atomic<Int>(0)
     let failedReads = Atomic<Int>(0)
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import MemoryStorePostgres
 import Testing
 
 #if canImport(Glibc)
@@ -242,7 +242,7 @@ private final class LineReader: Sendable {
     var isClosed = false
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Starts reading `handle` until its end.
   init(_ handle: FileHandle) {

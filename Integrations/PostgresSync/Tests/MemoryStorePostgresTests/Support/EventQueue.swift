@@ -1,4 +1,3 @@
-import Synchronization
 import Testing
 
 @testable import MemoryStorePostgres
@@ -103,7 +102,7 @@ final class EventQueue: Sendable {
       var nextID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func push(_ event: Event) {
       let arrival = (event, ContinuousClock.now)

@@ -1,5 +1,5 @@
 import Logging
-import Synchronization
+import MemoryStorePostgres
 
 /// A log handler that keeps every entry, so tests can check what was logged and at what level.
 ///
@@ -21,7 +21,7 @@ struct RecordingLogHandler: LogHandler {
 
   /// The entries, shared by every copy of the handler.
   final class Log: Sendable {
-    private let storage = Mutex<[Entry]>([])
+    private let storage = Locked<[Entry]>([])
 
     /// Creates an empty log.
     init() {}

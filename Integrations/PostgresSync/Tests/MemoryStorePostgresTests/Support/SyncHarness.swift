@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import MemoryStoreKit
 import PostgresNIO
-import Synchronization
 import Testing
 
 @testable import MemoryStorePostgres
@@ -15,8 +14,8 @@ struct WaitTimedOut: Error, CustomStringConvertible {
 
 /// Every event a sync reported, in order, for tests to wait on (each wait bounded).
 final class SyncEventLog: Sendable {
-  private let events = Mutex<[PostgresSyncEvent]>([])
-  private let waiters = Mutex<[AsyncSignal]>([])
+  private let events = Locked<[PostgresSyncEvent]>([])
+  private let waiters = Locked<[AsyncSignal]>([])
 
   init(_ stream: AsyncStream<PostgresSyncEvent>) {
     Task { [self] in

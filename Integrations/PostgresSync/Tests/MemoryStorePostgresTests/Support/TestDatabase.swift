@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import MemoryStorePostgres
 import PostgresNIO
 import Synchronization
 import Testing
@@ -223,7 +224,7 @@ struct TestDatabase: Sendable {
   // MARK: - The script
 
   /// The directory of the server this process started, stopped at exit.
-  private static let ownedDirectory = Mutex<String?>(nil)
+  private static let ownedDirectory = Locked<String?>(nil)
 
   private static var scriptPath: String {
     // #filePath: Integrations/PostgresSync/Tests/MemoryStorePostgresTests/Support/TestDatabase.swift
