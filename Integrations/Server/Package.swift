@@ -23,6 +23,7 @@ let package = Package(
         .product(name: "MemoryStore", package: "MemoryStore"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
+        .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Logging", package: "swift-log"),
       ]
     ),

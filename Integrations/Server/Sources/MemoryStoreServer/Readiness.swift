@@ -30,7 +30,12 @@ final class Readiness: Sendable {
   ///
   /// - Throws: `CancellationError` if the calling task is cancelled first.
   func wait() async throws -> Outcome {
-    let id = Locked<Int?>(nil)
+    // The waiter's key, taken before it waits, so that the cancellation handler knows it.
+    let key = state.withLock { state -> Int in
+      guard case .waiting(let next, let waiters) = state else { return 0 }
+      state = .waiting(next: next + 1, waiters: waiters)
+      return next
+    }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         // Registered under the lock that the cancellation handler takes: a handler that ran
@@ -42,9 +47,8 @@ final class Readiness: Sendable {
           case .waiting where Task.isCancelled:
             return .failure(CancellationError())
           case .waiting(let next, var waiters):
-            waiters[next] = continuation
-            state = .waiting(next: next + 1, waiters: waiters)
-            id.withLock { $0 = next }
+            waiters[key] = continuation
+            state = .waiting(next: next, waiters: waiters)
             return nil
           }
         }
@@ -52,9 +56,7 @@ final class Readiness: Sendable {
       }
     } onCancel: {
       let waiter = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
-        guard case .waiting(let next, var waiters) = state, let key = id.withLock({ $0 }) else {
-          return nil
-        }
+        guard case .waiting(let next, var waiters) = state else { return nil }
         let waiter = waiters.removeValue(forKey: key)
         state = .waiting(next: next, waiters: waiters)
         return waiter

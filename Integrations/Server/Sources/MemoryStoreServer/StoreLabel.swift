@@ -10,15 +10,6 @@ enum StoreLabel {
 }
 
 extension Duration {
-  /// The duration in whole nanoseconds, saturating at `Int64`'s bounds.
-  var nanoseconds: Int64 {
-    let (seconds, attoseconds) = components
-    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    if overflow { return seconds < 0 ? .min : .max }
-    return scaled.addingReportingOverflow(attoseconds / 1_000_000_000).overflow
-      ? .max : scaled + attoseconds / 1_000_000_000
-  }
-
   /// The duration in seconds, as a `Double`.
   var seconds: Double {
     let (seconds, attoseconds) = components

@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import MemoryStoreKit
+import Metrics
 import ServiceLifecycle
 
 /// Owns a store's persistence in a service group: loads the snapshot when it starts, saves on
@@ -217,7 +218,7 @@ public final class StorePersistenceService<
     let start = ContinuousClock.now
     do {
       let count = try manager.load()
-      metrics.loadDuration.recordNanoseconds((ContinuousClock.now - start).nanoseconds)
+      metrics.loadDuration.record(duration: ContinuousClock.now - start)
       logger.info("loaded the store's snapshot", metadata: ["entries": "\(count)"])
       return count
     } catch {
@@ -243,7 +244,7 @@ public final class StorePersistenceService<
     switch result {
     case .success(let report):
       metrics.saves.increment()
-      metrics.saveDuration.recordNanoseconds(report.duration.nanoseconds)
+      metrics.saveDuration.record(duration: report.duration)
       metrics.lastSave.record(report.date.timeIntervalSince1970)
       if final {
         logger.info(
