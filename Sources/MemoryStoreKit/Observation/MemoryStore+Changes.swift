@@ -95,15 +95,11 @@ extension MemoryStore {
     _ = _publishChanges(disarm: disarm, subscribing: nil)
   }
 
-  /// Publishes the changes logged so far, as the publication that the first of them scheduled
-  /// at `scheduledAt`; counts the batch's delay for ``statistics``.
-  func _publishScheduledChanges(scheduledAt: ContinuousClock.Instant) {
-    _ = _publishChanges(disarm: true, subscribing: nil, scheduledAt: scheduledAt)
-  }
-
   /// Publishes the changes logged so far, if they make a batch; with `sink`, then subscribes
   /// it, and returns a read section entered at the very point of the write order where the
   /// published changes end (so the next batch is the difference from what the section sees).
+  /// With `scheduledAt`, this is the publication that the first change scheduled then, and
+  /// the batch's delay is counted for ``statistics``.
   func _publishChanges(
     disarm: Bool, subscribing sink: _ChangeHub<Key, Value>.Sink?,
     scheduledAt: ContinuousClock.Instant? = nil
@@ -209,7 +205,7 @@ extension MemoryStore {
   func _schedulePublication(after delay: Duration) {
     let scheduledAt = _clock.scheduler.now
     _clock.scheduler.schedule(after: delay) { [weak self] in
-      self?._publishScheduledChanges(scheduledAt: scheduledAt)
+      _ = self?._publishChanges(disarm: true, subscribing: nil, scheduledAt: scheduledAt)
     }
   }
 }
