@@ -176,10 +176,12 @@ extension MemoryStore {
   func _withCountedReadAccess<R>(
     _ body: (_ReadView<Key, Value>, UnsafeMutablePointer<Atomic<Int>>) -> R
   ) -> R {
-    // No entry visible to this read has expired at the instant it starts.
-    _expireDueEntries()
+    // An entry that has expired by the instant the read starts is absent from its view.
+    let early = _signals.nextExpiry.load(ordering: .acquiring)
     return _table.withCountedReadSection { version, counters in
-      body(_ReadView(table: _table, version: version), counters)
+      let late = _signals.nextExpiry.load(ordering: .acquiring)
+      let expiredBy = _expiryCutoff(early: early, late: late)
+      return body(_ReadView(table: _table, version: version, expiredBy: expiredBy), counters)
     }
   }
 
@@ -243,14 +245,19 @@ extension MemoryStore {
     }
   }
 
-  /// The number of entries, read at one point of the write order.
+  /// The number of entries, read at one point of the write order. An entry whose deadline has
+  /// passed is not counted, whether or not the store has removed it yet.
   ///
-  /// - Complexity: O(1). Never blocks.
+  /// - Complexity: O(1), except in the moment between an entry's expiry and its removal (by
+  ///   the expiry timer, at the deadline, or by the next write), when it counts the live
+  ///   entries in O(*n*). Never blocks.
   @inlinable
   public var count: Int {
     _observeRead(.membership)
-    // No entry counted has expired at the instant of the call.
-    _expireDueEntries()
+    // An entry that has expired is not counted, whether or not it has been removed yet.
+    guard _signals.nextExpiry.load(ordering: .relaxed) == .max else {
+      return _withReadAccess { $0.count }
+    }
     return _table.count
   }
 

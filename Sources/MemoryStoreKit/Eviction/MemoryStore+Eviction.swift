@@ -184,7 +184,8 @@ extension MemoryStore {
   func _purge(_ trigger: EvictionTrigger) -> [Key: Value] {
     guard let decider = evictionDecider, _purgeGate.enter() else { return [:] }
     defer { _purgeGate.leave() }
-    _expireDueEntries()
+    // The decider judges only entries that have not expired.
+    _removeExpiredEntries()
     let start = _clockNanos()
     _signals.readTick.store(Self._tick(start), ordering: .relaxed)
     let (startVersion, writeTimesSince) = _writer.withLock { state in

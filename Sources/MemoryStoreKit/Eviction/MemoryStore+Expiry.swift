@@ -12,12 +12,14 @@ extension MemoryStore {
   ///
   /// Applies to writes made after it is set, and to the entries a persistence manager's
   /// `load()` wrote without a time to live and no write has replaced since, whether the load
-  /// came before or after (from the moment it is set, for those: O(*n*) once). An expired entry is never returned by any read
-  /// (subscript, ``count``, ``allItems``, ``values(forKeys:)``, a save), even before it is
-  /// removed: while any entry has a time to live, a read compares the earliest expiry with
-  /// the clock, and the first read or write after an expiry removes the expired entries. A
-  /// timer on the scheduler removes them too, at the earliest expiry, so that they leave
-  /// memory and appear in change batches with reason ``ChangeReason/expired`` without a read.
+  /// came before or after (from the moment it is set, for those: O(*n*) once). An expired
+  /// entry is never returned by any read (subscript, ``count``, ``allItems``,
+  /// ``values(forKeys:)``, a save), even before it is removed: while any entry has a time to
+  /// live, a read compares the earliest expiry with the clock and, once it has passed, the
+  /// deadline of each entry it finds. A read never removes anything and never waits: a timer
+  /// on the scheduler removes the expired entries at the earliest expiry, and so does the next
+  /// write, so that they leave memory and appear in change batches with reason
+  /// ``ChangeReason/expired``.
   ///
   /// While no entry has a time to live, reads pay one relaxed atomic load for this; while one
   /// does, they also read the scheduler's clock. Thread-safe.

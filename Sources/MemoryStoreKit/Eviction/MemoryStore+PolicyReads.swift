@@ -42,28 +42,31 @@ extension MemoryStore {
       until: now.addingSaturating(idle), granule: Swift.max(1, Swift.min(idle / 64, 1_000_000_000)))
   }
 
-  /// Removes the entries that have expired by now, if any may have: what every read, save,
-  /// purge and statistics call does first. One relaxed atomic load while no entry expires.
+  /// The time a read starts at if an entry visible to it may have expired by then, else
+  /// `Int64.min` (see ``_ReadView/expiredBy``): what a read compares the deadlines it finds
+  /// with. `early` is the earliest expiry loaded before the read's version, `late` the one
+  /// loaded after it: a write publishes an earlier deadline before its version and a later
+  /// one only after its version removed what expired, so the lesser of the two is at or
+  /// before the deadline of every entry the version holds.
   ///
-  /// With the system scheduler on Linux, a coarse upper bound of the clock (about 6 ns to read)
-  /// rules out most reads before the clock itself is read (about 28 ns).
+  /// One comparison while no entry has a deadline. With the system scheduler on Linux, a
+  /// coarse upper bound of the clock rules out most others before the clock itself is read.
+  /// It never waits and never removes anything: that is the expiry timer's and the writes'
+  /// work.
   @inlinable @inline(__always)
-  func _expireDueEntries() {
-    let deadline = _signals.nextExpiry.load(ordering: .relaxed)
-    guard deadline != .max else { return }
-    if _clock.coarseOffset != 0 && _SystemClock.coarse &+ _clock.coarseOffset < deadline { return }
-    _expireBeforeRead()
+  func _expiryCutoff(early: Int64, late: Int64) -> Int64 {
+    let deadline = Swift.min(early, late)
+    guard deadline != .max else { return .min }
+    return _expiryCutoff(deadline)
   }
 
-  /// Removes the entries that have expired by now (see ``_expireDueEntries()``).
+  /// ``_expiryCutoff(early:late:)`` once a deadline exists.
   @inlinable @inline(never)
-  func _expireBeforeRead() {
-    let now = _clockNanos()
-    while _signals.nextExpiry.load(ordering: .acquiring) <= now {
-      // A read may run under a lock of the store (get-or-create, a purge): observers of
-      // tracked reads hear of these expiries on a background queue.
-      _transact { $0.notifiesLater = true }
-      _writer.yieldToWaiters()
+  func _expiryCutoff(_ deadline: Int64) -> Int64 {
+    if _clock.coarseOffset != 0 && _SystemClock.coarse &+ _clock.coarseOffset < deadline {
+      return .min
     }
+    let now = _clockNanos()
+    return now >= deadline ? now : .min
   }
 }

@@ -12,8 +12,8 @@ extension MemoryStore {
   /// concurrent reads the two numbers are each exact but not from one instant. The rest is
   /// read under the write lock.
   public var statistics: StoreStatistics {
-    // Like every read, it never counts an entry that has expired.
-    _expireDueEntries()
+    // The count and the evictions include the entries that have expired by now.
+    _removeExpiredEntries()
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
     let batches = _hub.batchDelays.withLock { $0.counted }

@@ -82,8 +82,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// Whether the write has ended: a body may end it itself, to read what its end did.
   @usableFromInline var ended = false
   /// Whether the observers of tracked reads hear of this write later, on a background queue,
-  /// rather than on the calling thread: a write the store makes itself (an expiry found by a
-  /// read, the expiry timer, a purge), whose caller may hold a lock of the store.
+  /// rather than on the calling thread: a write the store makes itself (the expiry timer, the
+  /// expiries that statistics or a purge remove first, a purge), whose caller may hold a lock
+  /// of the store.
   @usableFromInline var notifiesLater = false
 
   @inlinable @inline(__always)

@@ -293,11 +293,15 @@ extension MemoryStore {
   func _subscribe<R>(
     _ sink: _ChangeHub<Key, Value>.Sink, reading read: (_ReadView<Key, Value>) -> R
   ) -> (subscription: Subscription, read: R, last: UInt64) {
-    // Nothing read has expired at the instant it starts.
-    _expireDueEntries()
+    // An entry that has expired by the instant the read starts is absent from its view.
+    let early = _signals.nextExpiry.load(ordering: .acquiring)
     let (section, subscription, last) = _publishChanges(disarm: false, subscribing: sink)
       .unsafelyUnwrapped
-    let result = read(_ReadView(table: _table, version: section.version))
+    let late = _signals.nextExpiry.load(ordering: .acquiring)
+    let result = read(
+      _ReadView(
+        table: _table, version: section.version,
+        expiredBy: _expiryCutoff(early: early, late: late)))
     _table.leaveReadSection(section.token)
     return (subscription, result, last)
   }

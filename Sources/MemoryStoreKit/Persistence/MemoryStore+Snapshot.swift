@@ -22,8 +22,6 @@ extension MemoryStore {
   func _withSnapshot<R, E: Error>(
     _ body: ([Key: Value], [Key: _SavedTerms], UInt64) throws(E) -> R
   ) throws(E) -> R {
-    // A snapshot never holds an entry that has expired when it is taken.
-    _expireDueEntries()
     // Under the write lock, the published version is the one the write count describes.
     let (writeCount, version, token) = _writer.withLock { state in
       let (version, token) = _table.enterReadSection()
