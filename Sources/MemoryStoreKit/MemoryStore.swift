@@ -454,8 +454,8 @@ extension MemoryStore {
   ///   iteration;
   /// - hands the removals of writes made before the call to every ``removals(bufferingNewest:)``
   ///   iteration;
-  /// - with ``tracksReads`` on, notifies again, at once, the observations of what changed in
-  ///   the last 250 ms (see ``tracksReads``), and waits for those notices;
+  /// - with ``tracksReads`` on, delivers at once the notices that writes made before the call
+  ///   handed to the scheduler (see ``tracksReads``), and waits for them;
   /// - frees the values that writes replaced or removed, when no reader still needs them,
   ///   rather than leaving them for later writes to free, and waits for the background queue
   ///   that frees large groups of them (so a value's `deinit` must not wait for a lock that the

@@ -7,7 +7,8 @@ import Testing
 
 extension StoreContractTests {
   /// `tracksReads`: reads inside an Observation tracking scope register what they read, and a
-  /// later change of it fires the observation once, after the write, outside every lock.
+  /// later change of it fires the observation once, after the write, on the store's scheduler,
+  /// outside every lock.
   @Suite("Observation: tracked reads") struct TrackedReads {
     /// Counts the times an observation fired.
     final class Fired: Sendable {
@@ -40,7 +41,7 @@ extension StoreContractTests {
       MemoryStore<String, Int>(scheduler: scheduler, tracksReads: true)
     }
 
-    /// A write returns once the observations it fires have run (here: on the writing thread).
+    /// A write hands its notices to the store's scheduler and returns; `flush()` waits for them.
     @Test func aKeyReadFiresOnItsWriteOnceAndNotOnAnotherKeys() async {
       let (key, other) = Self.keys
       let store = Self.trackingStore()
@@ -52,6 +53,7 @@ extension StoreContractTests {
       await store.flush()
       #expect(fired.value == 0)
       store[key] = 2
+      await store.flush()
       #expect(fired.value == 1)
       // One registration fires once, whatever follows.
       store[key] = 3
@@ -59,7 +61,7 @@ extension StoreContractTests {
       #expect(fired.value == 1)
     }
 
-    @Test func theObserverRunsAfterTheWriteAndMayReadAndWriteTheStore() {
+    @Test func theObserverRunsAfterTheWriteAndMayReadAndWriteTheStore() async {
       let (key, other) = Self.keys
       let store = Self.trackingStore()
       let seen = Mutex<Int?>(nil)
@@ -71,44 +73,51 @@ extension StoreContractTests {
         store[other] = 7
       }
       store[key] = 5
+      await store.flush()
       #expect(seen.withLock { $0 } == 5)
       #expect(store[other] == 7)
     }
 
     @Test func removalsExpiryEvictionAndRemoveAllFireLikeWrites() async {
       let (key, other) = Self.keys
-      let clock = HeldScheduler()
+      let clock = ManualScheduler()
       let store = Self.trackingStore(scheduler: clock)
 
       store[key] = 1
       var fired = Self.track { _ = store[key] }
       store.removeValue(forKey: key)
+      #expect(fired.value == 0)  // delivered by the scheduler
+      clock.runDue()
       #expect(fired.value == 1)
 
       store.setValue(1, forKey: key, timeToLive: .seconds(10))
+      clock.runDue()
       fired = Self.track { _ = store[key] }
-      clock.move(by: .seconds(11))
-      #expect(store[other] == nil)  // a read removes what has expired, and notifies later
-      await store.flush()
+      // The expiry timer removes it, and the delivery it schedules runs in the same advance.
+      clock.advance(by: .seconds(11))
       #expect(fired.value == 1)
 
       store.countLimit = 1
       store[key] = 1
+      clock.runDue()
       fired = Self.track { _ = store[key] }
       store[other] = 2  // evicts `key`
       #expect(store[key] == nil)
+      clock.runDue()
       #expect(fired.value == 1)
 
       fired = Self.track { _ = store[other] }
       store.removeAll()
+      await store.flush()
       #expect(fired.value == 1)
     }
 
-    @Test func aMissIsTrackedAndFiresWhenTheKeyArrives() {
+    @Test func aMissIsTrackedAndFiresWhenTheKeyArrives() async {
       let (key, _) = Self.keys
       let store = Self.trackingStore()
       let fired = Self.track { #expect(store[key] == nil) }
       store[key] = 1
+      await store.flush()
       #expect(fired.value == 1)
     }
 
@@ -117,28 +126,31 @@ extension StoreContractTests {
       let store = Self.trackingStore()
       store[key] = 1
       for read in [{ _ = store.count }, { _ = store.isEmpty }, { _ = store.keys }] {
-        // The previous round's notices are sent again now, not during this one.
-        await store.flush()
         let fired = Self.track(read)
         store[key] = 2
+        await store.flush()
         #expect(fired.value == 0)
         store[other] = 1
+        await store.flush()
         #expect(fired.value == 1)
         let again = Self.track(read)
         store[other] = nil
+        await store.flush()
         #expect(again.value == 1)
       }
     }
 
-    @Test func containsFiresOnPresenceButNotOnANewValue() {
+    @Test func containsFiresOnPresenceButNotOnANewValue() async {
       let (key, other) = Self.keys
       let store = Self.trackingStore()
       store[key] = 1
       let fired = Self.track { _ = store.contains(key) }
       store[key] = 2
       store[other] = 2
+      await store.flush()
       #expect(fired.value == 0)
       store[key] = nil
+      await store.flush()
       #expect(fired.value == 1)
     }
 
@@ -149,13 +161,15 @@ extension StoreContractTests {
       for read in [{ _ = store.values }, { _ = store.allItems }] {
         let fired = Self.track(read)
         store[other] = 3
+        await store.flush()
         #expect(fired.value == 1)
       }
-      await store.flush()
       let bulk = Self.track { _ = store.values(forKeys: [key]) }
       store[other] = 4
+      await store.flush()
       #expect(bulk.value == 0)
       store[key] = 4
+      await store.flush()
       #expect(bulk.value == 1)
     }
 
@@ -180,43 +194,80 @@ extension StoreContractTests {
       #expect(fired.value == 0)
     }
 
-    @Test func turningTrackingOffFiresEveryRegisteredObservation() {
+    @Test func turningTrackingOffFiresEveryRegisteredObservation() async {
       let (key, other) = Self.keys
       let store = Self.trackingStore()
       let perKey = Self.track { _ = store[key] }
       let whole = Self.track { _ = store.count }
       store.tracksReads = false
+      await store.flush()
       #expect(perKey.value == 1)
       #expect(whole.value == 1)
       // Off: reads register nothing.
       let untracked = Self.track { _ = store[other] }
       store[other] = 1
+      await store.flush()
       #expect(untracked.value == 0)
       // On again: tracked again.
       store.tracksReads = true
       let again = Self.track { _ = store[other] }
       store[other] = 2
+      await store.flush()
       #expect(again.value == 1)
     }
 
-    /// Observation registers what a scope read when the scope ends: a write made between the
-    /// read and then finds no observer. The store notifies it again, and ``flush()`` at once.
-    @Test func aWriteBeforeTheRegistrationIsNotifiedAgain() async {
+    /// Observation registers what a scope read when the scope ends. Notices are delivered on
+    /// the store's scheduler, so a write made inside the scope, on the thread that delivers,
+    /// is delivered after the registration.
+    @Test func aWriteDuringTheRegistrationOnTheDeliveringThreadIsNotified() {
       let (key, _) = Self.keys
-      let store = Self.trackingStore()
+      let clock = ManualScheduler()
+      let store = Self.trackingStore(scheduler: clock)
       let fired = Self.track {
         _ = store[key]
-        store[key] = 1  // notified before the observation is registered
+        store[key] = 1  // before the observation is registered
       }
       #expect(fired.value == 0)
-      await store.flush()
+      clock.runDue()
       #expect(fired.value == 1)
     }
 
-    /// An expiry found by a read (which may run under a lock of the store, as get-or-create's
-    /// does) or by a purge reaches observers on a background queue: an observer that uses the
-    /// store there, get-or-create included, never meets a lock its thread holds.
-    @Test func anExpiryFoundUnderALockOfTheStoreIsNotifiedOffThatThread() async {
+    /// One write, one notice: an observer that registers again at once, as a SwiftUI view does
+    /// when it renders, is told of the next change, and of nothing else.
+    @Test func anObserverThatRegistersAgainIsToldOncePerChange() async {
+      let (key, _) = Self.keys
+      let clock = ManualScheduler()
+      let store = Self.trackingStore(scheduler: clock)
+      let fires = Atomic(0)
+      @Sendable func register() {
+        withObservationTracking {
+          _ = store[key]
+        } onChange: {
+          fires.wrappingAdd(1, ordering: .relaxed)
+          register()
+        }
+      }
+      register()
+      store[key] = 1
+      clock.runDue()
+      #expect(fires.load(ordering: .relaxed) == 1)
+      // Nothing is sent again: not later, not by a flush.
+      clock.advance(by: .seconds(1))
+      await store.flush()
+      #expect(fires.load(ordering: .relaxed) == 1)
+      #expect(clock.pendingCount == 0)
+      // Writes coalesce until the delivery: three writes, one notice.
+      store[key] = 2
+      store[key] = 3
+      store[key] = 4
+      clock.runDue()
+      #expect(fires.load(ordering: .relaxed) == 2)
+    }
+
+    /// An expiry removed by a write that runs under a lock of the store (get-or-create's)
+    /// reaches observers after that lock is released: an observer that uses the store there,
+    /// get-or-create included, never meets a lock its thread holds.
+    @Test func anExpiryRemovedUnderALockOfTheStoreIsNotifiedOutsideIt() async {
       let (key, other) = Self.keys
       let clock = HeldScheduler()
       let store = Self.trackingStore(scheduler: clock)
@@ -230,7 +281,7 @@ extension StoreContractTests {
         seen.withLock { $0 = created }
       }
       clock.move(by: .seconds(11))
-      // A miss of get-or-create reads under its lock; the read removes the expired entry.
+      // A miss of get-or-create writes under its lock; the write removes the expired entry.
       let finished = await finishes(within: 30) {
         #expect(store.valueOrInsert(forKey: other) { 7 } == 7)
         await store.flush()
@@ -241,7 +292,7 @@ extension StoreContractTests {
     }
 
     /// A purge holds the store's purge gate while it removes what the decider chose: its
-    /// observers run after, off that thread, so that one that purges again is not turned away.
+    /// observers run on the scheduler, so that one that purges again is not turned away.
     @Test func anObserverOfAPurgeMayPurgeAgain() async {
       let (key, other) = Self.keys
       let store = Self.trackingStore()
@@ -278,6 +329,7 @@ extension StoreContractTests {
       store.tracksReads = true
       let again = Self.track { _ = store[key] }
       store[key] = 2
+      await store.flush()
       #expect(again.value == 1)
     }
 

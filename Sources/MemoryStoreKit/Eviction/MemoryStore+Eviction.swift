@@ -236,10 +236,8 @@ extension MemoryStore {
       }
       candidates = []
       guard !victims.isEmpty else { continue }
-      // The purge gate is held: observers of tracked reads hear of it on a background queue.
       let removed = _transact(.evictedByDecider, freesHere: true) { write in
-        write.notifiesLater = true
-        return write.removeUnchanged(victims, in: self)
+        write.removeUnchanged(victims, in: self)
       }
       evicted.merge(removed) { _, new in new }
     }

@@ -326,7 +326,7 @@ extension MemoryStore {
     guard _signals.nextExpiry.load(ordering: .acquiring) != .max else { return }
     let now = _clockNanos()
     while _signals.nextExpiry.load(ordering: .acquiring) <= now {
-      _transact { $0.notifiesLater = true }
+      _transact { _ in }
       _writer.yieldToWaiters()
     }
   }
@@ -339,7 +339,6 @@ extension MemoryStore {
     repeat {
       if !isFirst { _writer.yieldToWaiters() }
       _transact { write in
-        write.notifiesLater = true
         if isFirst && write.policy.expiry.sweepArmedFor == deadline {
           write.policy.expiry.sweepArmedFor = nil
         }

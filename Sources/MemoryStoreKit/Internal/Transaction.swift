@@ -81,11 +81,6 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline var deliversRemovals = false
   /// Whether the write has ended: a body may end it itself, to read what its end did.
   @usableFromInline var ended = false
-  /// Whether the observers of tracked reads hear of this write later, on a background queue,
-  /// rather than on the calling thread: a write the store makes itself (the expiry timer, the
-  /// expiries that statistics or a purge remove first, a purge), whose caller may hold a lock
-  /// of the store.
-  @usableFromInline var notifiesLater = false
 
   @inlinable @inline(__always)
   init(
@@ -231,7 +226,6 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     }
     effects.followUp = access.changes.commit(
       logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
-    if notifiesLater { effects.followUp?.notifiesLater = true }
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:
     // every read loads it. (Without metadata, no entry expires: both are `Int64.max`.)

@@ -50,8 +50,6 @@ struct _TrackingFollowUp {
   /// ``MemoryStore/_followUp(_:)``, which every follow-up reaches exactly once. Unmanaged, so
   /// that a follow-up stays a plain value, which every write copies and drops for nothing.
   @usableFromInline var notices: Unmanaged<_ObservationNotices>?
-  /// Deliver the notices on a background queue (see ``_Transaction/notifiesLater``).
-  @usableFromInline var notifiesLater = false
   /// Wake the open ``LocalChangeFeed``: it had nothing to take, and now has.
   @usableFromInline var wakesFeed = false
 

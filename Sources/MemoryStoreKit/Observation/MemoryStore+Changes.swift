@@ -182,7 +182,7 @@ extension MemoryStore {
   @inlinable @inline(never)
   func _followUp(_ followUp: _TrackingFollowUp) {
     if let notices = followUp.notices?.takeRetainedValue() {
-      _readObservers.with { $0.notify(notices, later: followUp.notifiesLater) }
+      _readObservers.with { $0.notify(notices, on: _clock.scheduler) }
     }
     if followUp.deliversRemovals { _scheduleRemovalDelivery() }
     if followUp.wakesFeed { _wakeLocalChangeFeed() }

@@ -34,36 +34,31 @@ extension MemoryStore {
   /// change to a key fires the observers of another key once in about 32 000 pairs, a change
   /// that is not one (Observation allows it: the observer re-reads and finds nothing new).
   ///
-  /// **When and where observers run.** After the write is applied and every lock of the store
-  /// is released: `withObservationTracking`'s `onChange` sees the new value, and may read and
-  /// write the store. For a write you make, it runs on your thread, or on the thread that is
-  /// delivering the store's notices at that moment (one thread at a time delivers them, so
-  /// that no observation runs twice for one registration); either way the write returns once
-  /// the observations it fired have run (a write made by an observer returns at once, and its
-  /// observations run when that observer returns). For a change the store makes
-  /// itself (an expiry found by a read or by the expiry timer, a purge's evictions), it runs
-  /// on a background queue: never inside a read.
+  /// **When and where observers run.** A write hands what it changed to the store's
+  /// scheduler and returns: it never runs an observer and never waits for one. One delivery at
+  /// a time then runs on the scheduler, outside every lock: `withObservationTracking`'s
+  /// `onChange` sees the new value, and may read and write the store. Each observation is told
+  /// once per registration, however many writes before the delivery changed what it read.
+  /// ``flush()`` delivers what is pending at once and waits for it; with a
+  /// ``ManualScheduler``, running it delivers.
   ///
   /// **A change during registration.** Observation registers what a scope read when the scope
-  /// ends, so a write made by another thread between the read and that moment finds no
-  /// observer yet: every change is therefore notified again about 5 ms and 255 ms later, on a
-  /// background queue, and at once by ``flush()``. An observer registered meanwhile is told
-  /// then; one that had already read the new value may be told again. A registration that
-  /// ends more than about 255 ms after a change it raced (its thread descheduled that long)
-  /// misses that change.
+  /// ends: a delivery that runs between the read and that moment finds no observer, and the
+  /// observation hears of the next change instead, as with an `@Observable` type's setter.
+  /// Registrations made on the delivering thread (an observer registering again from its
+  /// `onChange`) never miss: the delivery of later changes runs after them.
   ///
   /// **Not batched.** Observation fires per change, independent of ``notificationInterval``:
-  /// an observation fires once, at the first change after it registered (SwiftUI then
+  /// an observation fires once, at the first delivery after it registered (SwiftUI then
   /// re-renders at its next frame, with whatever the store holds then). Use change batches
   /// for a coalesced stream of what changed.
   ///
   /// **Cost.** Off, a read pays one relaxed atomic load, and a write nothing. On, a read
-  /// outside any tracking scope costs about 30 ns more, a read inside one about 500 ns (mostly
-  /// Observation's own bookkeeping), and a write about 30 ns more; the first write of a key
-  /// after a read of it also notifies (a microsecond or so, with the observers it fires), and
-  /// later writes do not until it is read again (see <doc:ObservingChanges>). Turn it on for
-  /// the stores that views read; leave it off for stores that only servers and background
-  /// work read.
+  /// outside any tracking scope pays a memory fence and Observation's look for a scope, a read
+  /// inside one mostly Observation's own bookkeeping; a write of a key that a tracked read
+  /// once read hands its notice over (a short lock), and writes of keys no tracked read ever
+  /// read hand nothing over. Measured in <doc:ObservingChanges>. Turn it on for the stores
+  /// that views read; leave it off for stores that only servers and background work read.
   ///
   /// - Complexity: O(1) to turn on; O(*b*) to turn off, for the *b* keys read while it was on.
   ///
@@ -79,9 +74,11 @@ extension MemoryStore {
         guard state.changes.observesReads != newValue else { return nil }
         state.changes.observesReads = newValue
         _signals.tracksReads.store(newValue, ordering: .releasing)
-        return newValue ? nil : _readObservers.with { $0.takeEveryBucket() }
+        return newValue ? nil : _readObservers.with { $0.registeredBuckets(clearing: true) }
       }
-      if let released { _readObservers.with { $0.deliver(released) } }
+      if let released, !released.isEmpty {
+        _readObservers.with { $0.hand(over: released, on: _clock.scheduler) }
+      }
     }
   }
 

@@ -1,16 +1,5 @@
-import Dispatch
 import Observation
 import Synchronization
-
-#if canImport(Darwin)
-  import Darwin
-#elseif canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Bionic)
-  import Bionic
-#endif
 
 /// What a store's tracked reads register with the Observation framework: one subject per
 /// store, and key paths that name what a read depended on.
@@ -112,24 +101,25 @@ final class _ObservationNotices: @unchecked Sendable {
 /// A store's tracked reads: which buckets of keys reads registered, and the notices that
 /// reach their observers.
 ///
-/// **How no change is missed.** A read sets its bucket's bit, then (after a full fence) reads
-/// the table; a write publishes the table, then (after a full fence) takes the bits of what it
-/// changed (clearing them), and notifies the buckets whose bit was set. Either the write sees
-/// the bit, or the read sees the write. A read that saw the bit set just before a write took it
-/// is covered by that write's notices, which are sent again (below): its observation, once
-/// registered, is told, and registering again sets the bit again.
+/// **How no registered observer is missed.** A read sets its bucket's bit, then (after a full
+/// fence) reads the table; a write publishes the table, then (after a full fence) loads the
+/// bits of what it changed, and notifies the buckets whose bit is set. Either the write sees
+/// the bit, or the read sees the write. A bit stays set once a read set it (until tracking is
+/// turned off): so every write after an observation registered notifies it, as an
+/// `@Observable` type's setter does, and the bits only spare the writes of keys that no
+/// tracked read ever read.
+///
+/// **Delivery.** A write hands its buckets over and returns: it never runs observers and
+/// never waits for them. One delivery at a time runs on the store's scheduler, without any
+/// lock held, and tells each bucket handed over since the previous delivery once, however many
+/// writes changed it: Observation removes an observation only after its `onChange` returns, so
+/// two threads notifying at once could both run it. ``sendPending()`` (what
+/// ``MemoryStore/flush()`` does) delivers at once what is pending, or waits for the delivery
+/// under way.
 ///
 /// **The registration's window.** Observation registers what a tracking scope read only when
-/// the scope ends: a write notified between a read and that registration finds no observer.
-/// So every bucket notified is notified again ``renoticeDelays`` later (and at once by
-/// ``MemoryStore/flush()``): an observer registered meanwhile is then told, and one that had
-/// read the new value re-reads it. A registration later than the last of them (a thread
-/// descheduled for longer) misses the change.
-///
-/// **Delivery.** One thread at a time delivers a store's notices, without any lock held:
-/// Observation removes an observation only after its `onChange` returns, so two threads
-/// notifying at once could both run it. Notices handed over while a thread delivers are
-/// delivered by that thread, merged.
+/// the scope ends: a notice delivered between a read and that registration finds no observer,
+/// as a setter of an `@Observable` type called then does; the next change is notified.
 ///
 /// `@unchecked Sendable`, safe: `bits` is written only by `init` and `deinit`, and the memory
 /// it points to only through its atomics; the key paths are immutable; the rest is Sendable.
@@ -147,17 +137,14 @@ final class _ReadObservers: @unchecked Sendable {
   static let pathCount = bucketCount + 2
   /// The words of the bits, one bit per bucket.
   static let wordCount = (pathCount + 63) / 64
-  /// How long after a notice the same buckets are notified again: a short delay for a
-  /// registration that was under way, then a long one for a thread that was descheduled.
-  static let renoticeDelays: [Duration] = [.milliseconds(5), .milliseconds(250)]
 
   let subject = _ObservedSubject()
 
-  /// A bit per bucket: set by a tracked read of it, taken by the next write that changes it.
+  /// A bit per bucket: set by the first tracked read of it, cleared when tracking is turned
+  /// off.
   private let bits: UnsafeMutablePointer<Atomic<UInt64>>
-  /// The notices handed over and not yet delivered, those to send again, and the waiters of
-  /// ``sendPending()``.
-  private let delivery = _Protected(_Delivery(rounds: _ReadObservers.renoticeDelays.count))
+  /// The notices handed over and not yet delivered, and the waiters of ``sendPending()``.
+  private let delivery = _Protected(_Delivery())
 
   init() {
     bits = .allocate(capacity: Self.wordCount)
@@ -200,102 +187,73 @@ final class _ReadObservers: @unchecked Sendable {
 
   // MARK: Notices
 
-  /// Notifies the observers of what `notices` changed and schedules the same notices again
-  /// (see ``renoticeDelays``): on the calling thread, or with `later` on a background queue.
-  /// Call after the write is published and the write lock released; with `later` false, only
-  /// where no lock of the store is held: observers may run here.
+  /// Hands the buckets that `notices` changed, and that tracked reads registered, to the
+  /// delivery on `scheduler`. Call after the write is published and the write lock released.
+  /// Never waits and never runs an observer.
   @usableFromInline
-  func notify(_ notices: _ObservationNotices, later: Bool) {
+  func notify(_ notices: _ObservationNotices, on scheduler: any StoreScheduler) {
     atomicMemoryFence(ordering: .sequentiallyConsistent)
     var sent: Set<Int> = []
     if notices.cleared {
-      sent = takeEveryBucket(keepingPending: true)
+      sent = registeredBuckets(clearing: false)
     } else {
       var changesMembership = false
       notices.forEachChange { change in
         let value = Self.bucket(change.hash, presence: false)
-        if takeBit(value) { sent.insert(value) }
+        if isRegistered(value) { sent.insert(value) }
         guard change.changesPresence else { return }
-        if takeBit(value | 1) { sent.insert(value | 1) }
+        if isRegistered(value | 1) { sent.insert(value | 1) }
         changesMembership = true
       }
-      if changesMembership && takeBit(Self.membership) { sent.insert(Self.membership) }
-      if takeBit(Self.contents) { sent.insert(Self.contents) }
+      if changesMembership && isRegistered(Self.membership) { sent.insert(Self.membership) }
+      if isRegistered(Self.contents) { sent.insert(Self.contents) }
     }
     guard !sent.isEmpty else { return }
-    deliver(sent, renoticing: true, later: later)
+    hand(over: sent, on: scheduler)
   }
 
-  /// Takes the bit of bucket `index`: whether a read registered it since the last notice.
-  private func takeBit(_ index: Int) -> Bool {
-    let bit = UInt64(1) << UInt64(index & 63)
-    guard bits[index >> 6].load(ordering: .relaxed) & bit != 0 else { return false }
-    return bits[index >> 6].bitwiseAnd(~bit, ordering: .relaxed).oldValue & bit != 0
+  /// Whether a tracked read registered bucket `index`.
+  private func isRegistered(_ index: Int) -> Bool {
+    bits[index >> 6].load(ordering: .relaxed) & (UInt64(1) << UInt64(index & 63)) != 0
   }
 
-  /// Takes every bit: the notices that tell every observation registered since the last
-  /// notices (after a `removeAll()`, or when the store stops tracking reads). Unless
-  /// `keepingPending`, the notices waiting to be sent again are dropped into it too.
-  func takeEveryBucket(keepingPending: Bool = false) -> Set<Int> {
+  /// Every bucket a tracked read registered; with `clearing`, cleared (tracking is turned off,
+  /// and every observation registered so far is told).
+  func registeredBuckets(clearing: Bool) -> Set<Int> {
     var taken: Set<Int> = []
     for word in 0..<Self.wordCount {
       guard bits[word].load(ordering: .relaxed) != 0 else { continue }
-      var set = bits[word].exchange(0, ordering: .relaxed)
+      var set =
+        clearing ? bits[word].exchange(0, ordering: .relaxed) : bits[word].load(ordering: .relaxed)
       while set != 0 {
         taken.insert(word << 6 | set.trailingZeroBitCount)
         set &= set - 1
       }
     }
-    if !keepingPending { taken.formUnion(delivery.withLock { $0.takeAllRounds() }) }
     return taken
   }
 
-  /// Delivers `notice` at once (see ``deliver(_:renoticing:later:)``), not to be sent again.
-  func deliver(_ notice: Set<Int>) {
-    deliver(notice, renoticing: false, later: false)
+  /// Hands `notice` over, and schedules a delivery on `scheduler` unless one is scheduled or
+  /// under way (which then delivers it). Never waits.
+  func hand(over notice: Set<Int>, on scheduler: any StoreScheduler) {
+    guard delivery.withLock({ $0.hand(over: notice) }) else { return }
+    scheduler.schedule(after: .zero) { [weak self] in self?.deliverScheduled() }
   }
 
-  /// Hands `notice` over for delivery, to be sent again later if `renoticing`; delivers it
-  /// (and what other threads hand over meanwhile) unless another thread is delivering: here,
-  /// or with `later` on a background queue.
-  ///
-  /// Unless `later`, returns once `notice` was delivered: by this thread, or by the thread
-  /// delivering, which this one waits for. An observer's own write (this thread delivers)
-  /// returns at once: its notice is delivered when the observer returns.
-  private func deliver(_ notice: Set<Int>, renoticing: Bool, later: Bool) {
-    let thread = _currentThreadID()
-    let (handOver, isReentrant, schedules) = delivery.withLock { state in
-      let isReentrant = state.isDelivering && state.deliverer == thread
-      return (
-        state.hand(over: notice), isReentrant,
-        renoticing && state.addToRound(notice, round: 0)
-      )
-    }
-    if schedules { scheduleRound(0) }
-    let (ticket, delivers) = handOver
-    if delivers {
-      if later {
-        DispatchQueue.global(qos: .utility).async { [self] in drain() }
-      } else {
-        drain()
-      }
-    } else if !later && !isReentrant {
-      // Another thread delivers: the write returns once its observers have run.
-      while delivery.withLock({ $0.delivered }) < ticket { sched_yield() }
-    }
+  /// The scheduled delivery: delivers what is handed over, unless a delivery is under way or
+  /// ``sendPending()`` delivered it first.
+  private func deliverScheduled() {
+    if delivery.withLock({ $0.startScheduled() }) { drain() }
   }
 
   /// Delivers what was handed over, until nothing is left; the caller is the delivering
   /// thread. No lock is held while observers run.
   private func drain() {
-    let thread = _currentThreadID()
-    delivery.withLock { $0.deliverer = thread }
     while true {
       let (batch, through, resumed) = delivery.withLock {
         state -> (Set<Int>?, UInt64, [CheckedContinuation<Void, Never>]) in
         guard !state.waiting.isEmpty else {
           state.isDelivering = false
-          state.deliverer = nil
           return (nil, state.handedOver, state.finishDelivery(through: state.handedOver))
         }
         defer { state.waiting = [] }
@@ -311,33 +269,17 @@ final class _ReadObservers: @unchecked Sendable {
     }
   }
 
-  /// Schedules the pass of round `round` (see ``renoticeDelays``).
-  private func scheduleRound(_ round: Int) {
-    let delay = Self.renoticeDelays[round]
-    DispatchQueue.global(qos: .utility).asyncAfter(
-      deadline: .now() + .nanoseconds(Int(delay.nanoseconds))
-    ) { [weak self] in
-      self?.sendRound(round)
-    }
-  }
-
-  /// Round `round`'s pass: sends its notices again, and moves them to the next round.
-  private func sendRound(_ round: Int) {
-    let (delivers, schedulesNext) = delivery.withLock { state -> (Bool, Bool) in
-      let due = state.takeRound(round)
-      guard !due.isEmpty else { return (false, false) }
-      let (_, delivers) = state.hand(over: due)
-      return (delivers, round + 1 < state.rounds.count && state.addToRound(due, round: round + 1))
-    }
-    if schedulesNext { scheduleRound(round + 1) }
-    if delivers { drain() }
-  }
-
-  /// Sends every notice waiting to be sent again, now, and returns once they and every notice
-  /// handed over before them were delivered: what ``MemoryStore/flush()`` does. Waits without
-  /// blocking a thread.
+  /// Delivers now what was handed over before the call, unless a delivery is under way, and
+  /// returns once it was delivered: what ``MemoryStore/flush()`` does. Waits without blocking a
+  /// thread.
   func sendPending() async {
-    let (ticket, delivers) = delivery.withLock { $0.hand(over: $0.takeAllRounds()) }
+    let (ticket, delivers) = delivery.withLock { state -> (UInt64, Bool) in
+      guard state.delivered < state.handedOver && !state.isDelivering else {
+        return (state.handedOver, false)
+      }
+      state.isDelivering = true
+      return (state.handedOver, true)
+    }
     if delivers { drain() }
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let isDelivered = delivery.withLock { state in
@@ -368,31 +310,32 @@ struct _Delivery: Sendable {
   var waiting: Set<Int> = []
   /// Whether a thread is delivering.
   var isDelivering = false
-  /// The thread delivering, once it started (see ``_currentThreadID()``).
-  var deliverer: UInt?
+  /// Whether a delivery is scheduled and has not started.
+  var isScheduled = false
   /// The number of hand-overs so far: a hand-over's ticket.
   var handedOver: UInt64 = 0
   /// Every hand-over up to this ticket was delivered.
   var delivered: UInt64 = 0
-  /// The notices to send again, per round of ``_ReadObservers/renoticeDelays``, and whether
-  /// each round's pass is scheduled.
-  var rounds: [Set<Int>]
-  var isScheduled: [Bool]
   /// Calls of ``_ReadObservers/sendPending()`` waiting for a ticket to be delivered.
   var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
 
-  init(rounds count: Int) {
-    rounds = Array(repeating: [], count: count)
-    isScheduled = Array(repeating: false, count: count)
-  }
-
-  /// Hands `notice` over; returns its ticket, and whether the caller becomes the delivering
-  /// thread (no thread was delivering).
-  mutating func hand(over notice: Set<Int>) -> (ticket: UInt64, delivers: Bool) {
+  /// Hands `notice` over; returns whether a delivery must be scheduled (none is scheduled or
+  /// under way).
+  mutating func hand(over notice: Set<Int>) -> Bool {
     waiting.formUnion(notice)
     handedOver &+= 1
-    defer { isDelivering = true }
-    return (handedOver, !isDelivering)
+    guard !isDelivering && !isScheduled else { return false }
+    isScheduled = true
+    return true
+  }
+
+  /// Starts the scheduled delivery; returns whether it has anything to deliver (it may have
+  /// been delivered by ``_ReadObservers/sendPending()``, or be under way).
+  mutating func startScheduled() -> Bool {
+    isScheduled = false
+    guard !isDelivering && !waiting.isEmpty else { return false }
+    isDelivering = true
+    return true
   }
 
   /// Records that every hand-over up to `ticket` was delivered; returns the waiters to resume
@@ -403,32 +346,6 @@ struct _Delivery: Sendable {
     let done = waiters.filter { $0.ticket <= delivered }.map(\.continuation)
     waiters.removeAll { $0.ticket <= delivered }
     return done
-  }
-
-  /// Adds `notice` to round `round`; returns whether the round's pass must be scheduled.
-  mutating func addToRound(_ notice: Set<Int>, round: Int) -> Bool {
-    guard !notice.isEmpty else { return false }
-    rounds[round].formUnion(notice)
-    if isScheduled[round] { return false }
-    isScheduled[round] = true
-    return true
-  }
-
-  /// Takes round `round`'s notices, which its scheduled pass sends.
-  mutating func takeRound(_ round: Int) -> Set<Int> {
-    isScheduled[round] = false
-    defer { rounds[round] = [] }
-    return rounds[round]
-  }
-
-  /// Takes every round's notices (the passes scheduled then send nothing).
-  mutating func takeAllRounds() -> Set<Int> {
-    var all: Set<Int> = []
-    for round in rounds.indices {
-      all.formUnion(rounds[round])
-      rounds[round] = []
-    }
-    return all
   }
 }
 
@@ -460,14 +377,4 @@ struct _ReadObserversSlot: ~Copyable, Sendable {
   func with<R>(_ body: (_ReadObservers) -> R) -> R? {
     observers.load(ordering: .acquiring)?._withUnsafeGuaranteedRef(body)
   }
-}
-
-/// The calling thread's identity, for comparison only.
-func _currentThreadID() -> UInt {
-  #if canImport(Glibc)
-    UInt(pthread_self())
-  #else
-    // A pointer on the other platforms.
-    UInt(bitPattern: pthread_self())
-  #endif
 }
