@@ -23,6 +23,20 @@ extension MemoryStore {
   /// Whether values replaced or removed by writes are still allocated, waiting for readers
   /// to leave. Not part of the supported API.
   public var _retainsReplacedValues: Bool { _writer.withLock { _ in _table.retainedCount > 0 } }
+
+  /// The number of entries whose nodes carry no metadata: those written before the store's
+  /// first write with a cost or a time to live, and not since. Not part of the supported API.
+  ///
+  /// - Complexity: O(*n*).
+  public var _entriesWithoutMetadata: Int {
+    _writer.withLock { _ in
+      var count = 0
+      _table._forEachNode(at: _table.publishedVersion) { node in
+        if !node.hasMetadata { count += 1 }
+      }
+      return count
+    }
+  }
 }
 
 @_spi(Testing)

@@ -12,7 +12,7 @@ import Testing
 
   @Test func theRingHoldsEveryEntryOnceThroughRandomWritesGrowthAndClears() {
     let table = _ConcurrentTable<Int, Int>()
-    table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+    table.startCarryingMetadata()
     let writer = Writer(table: table)
     var model: [Int: (value: Int, cost: Int)] = [:]
     var random = SplitMix64(seed: 11)
@@ -67,7 +67,7 @@ import Testing
 
   @Test func aRewriteKeepsTheRingPositionAndCountsAsAUse() {
     let table = _ConcurrentTable<Int, Int>()
-    table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+    table.startCarryingMetadata()
     let writer = Writer(table: table)
     let first = writer.setNode(1, 10)
     writer.setNode(2, 20)
@@ -93,7 +93,7 @@ import Testing
   @Test(arguments: [false, true])
   func aNodeStoresOnlyTheMetadataThatDiffersFromTheDefaults(keepingHashes: Bool) {
     let table = _ConcurrentTable<Int, Int>()
-    table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+    table.startCarryingMetadata()
     let writer = Writer(table: table)
     // The first limit makes nodes keep their key's hash.
     if keepingHashes { writer.commit { table.startKeepingHashes() } }
@@ -130,7 +130,7 @@ import Testing
 
   @Test func holesLeftByRemovalsAreFilledAFewAtATimeAndTheRingShrinks() {
     let table = _ConcurrentTable<Int, Int>()
-    table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+    table.startCarryingMetadata()
     let writer = Writer(table: table)
     for key in 0..<5_000 { writer.setNode(key, key) }
     writer.commit { for key in 0..<5_000 where key % 5 != 0 { table.stageRemove(key) } }
@@ -167,7 +167,7 @@ import Testing
         table.stageRemove(key)
         if let garbage = table.publish() { table._free(garbage) }
       }
-      table.startCarryingMetadata(_EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+      table.startCarryingMetadata()
       for key in 0..<4_000 {
         _ = table.stageSet(
           key, Tracked(tracker, key), metadata: _EntryMetadata(writtenAt: 1, expiresAt: 2, cost: 3))

@@ -113,7 +113,8 @@ extension MemoryStore {
       _signals.writeTimesSince.store(now, ordering: .relaxed)
       _signals.keepsWriteTimes.store(true, ordering: .relaxed)
       _signals.timesEntries.store(true, ordering: .relaxed)
-      write.activatePolicy(in: self)
+      // Purges walk the ring: every entry needs a place in it.
+      write.giveEveryEntryMetadata(in: self)
       return true
     }
   }

@@ -57,8 +57,8 @@ extension MemoryStore {
   ///   entry that reads keep alive, set ``timeToIdle``; the entry then expires at whichever
   ///   comes first.
   ///
-  /// Entries written before it is set keep their deadlines. Setting it makes entries carry
-  /// their metadata, as a first limit does. Thread-safe.
+  /// Entries written before it is set keep their deadlines. Setting it makes entries written
+  /// from then on carry their metadata, in O(1). Thread-safe.
   public var entryTimeToLive: EntryTimeToLive? {
     get { _functions.withLock { $0.entryTimeToLive } }
     set {

@@ -84,8 +84,8 @@ extension MemoryStore {
   /// `merge(_:uniquingKeysWith:)` and a persistence manager's `load()`. It runs outside every
   /// lock (see ``EntryCost``). Entries written before it is set keep their costs.
   ///
-  /// Setting it makes entries carry their metadata, as a first limit does: O(*n*) once on a
-  /// large store, and writes go through the eviction policy. Thread-safe.
+  /// Setting it makes entries written from then on carry their metadata, in O(1), and writes go
+  /// through the eviction policy. Thread-safe.
   public var entryCost: EntryCost? {
     get { _functions.withLock { $0.entryCost } }
     set {

@@ -204,6 +204,9 @@ struct _TableWriter {
   /// The version of the write that copied every entry with metadata when it was set (0: no
   /// entry was copied): entries it copied got new nodes, without any change of value.
   @usableFromInline var metadataCopiesVersion: UInt64 = 0
+  /// Whether every entry's node has metadata: true once nodes carry it and the entries
+  /// written before were copied (or there were none).
+  @usableFromInline var everyEntryHasMetadata = false
   /// The current node of every entry with metadata, by its `slot`.
   @usableFromInline var ring = _EntryRing()
   /// Whether new nodes with metadata keep their key's hash (see `_Node.hashFlag`): from the
@@ -1081,22 +1084,45 @@ extension _ConcurrentTable {
   @inlinable
   var publishedVersion: UInt64 { _writer.underWriteLock.pointee.version }
 
-  /// Makes every node with a value carry metadata from now on: stages a copy of every entry
-  /// with `metadata` (the values unchanged, so readers see no change once it is published).
-  /// Write lock held; the caller publishes.
+  /// Makes every node written from now on carry metadata. The entries present keep their
+  /// nodes, without any, until they are written again or ``giveMetadataToEveryEntry(_:_:)``
+  /// copies them: such an entry has no cost, no deadline and no place in the ring. Write lock
+  /// held.
   ///
-  /// - Complexity: O(*n*), once in the store's life.
+  /// - Complexity: O(1).
   @inlinable
-  func startCarryingMetadata(_ metadata: _EntryMetadata) {
+  func startCarryingMetadata() {
     let writer = _writer.underWriteLock
     guard !writer.pointee.carriesMetadata else { return }
     writer.pointee.carriesMetadata = true
-    guard writer.pointee.count > 0 else { return }
-    writer.pointee.metadataCopiesVersion = _stagingVersion
+    writer.pointee.everyEntryHasMetadata = writer.pointee.count == 0
+  }
+
+  /// Stages a copy with `metadata` of every entry whose node has none (the values unchanged,
+  /// so readers see no change once it is published), calling `body` with each copy and the
+  /// node it replaces: what an eviction order and a decider, which walk the ring, need first.
+  /// Write lock held, nodes carrying metadata; the caller publishes.
+  ///
+  /// - Complexity: O(*n*), once in the store's life; O(1) after.
+  @inlinable
+  func giveMetadataToEveryEntry(
+    _ metadata: _EntryMetadata,
+    _ body: (_ old: _Node<Key, Value>?, _ new: _Node<Key, Value>) -> Void
+  ) {
+    let writer = _writer.underWriteLock
+    guard writer.pointee.carriesMetadata, !writer.pointee.everyEntryHasMetadata else { return }
+    writer.pointee.everyEntryHasMetadata = true
     var entries: [(Key, Value)] = []
-    entries.reserveCapacity(writer.pointee.count)
-    _forEach(at: writer.pointee.version) { entries.append(($0, $1)) }
-    for (key, value) in entries { _ = stageSet(key, value, metadata: metadata) }
+    // What this write staged so far included: entries it removed stay removed.
+    _forEachNode(at: _stagingVersion) { node in
+      if !node.hasMetadata { entries.append((node.key.pointee, node.value.pointee)) }
+    }
+    guard !entries.isEmpty else { return }
+    writer.pointee.metadataCopiesVersion = _stagingVersion
+    for (key, value) in entries {
+      let (old, new) = stageSet(key, value, metadata: metadata)
+      body(old, new)
+    }
   }
 
   /// The ring's nodes' bits by position, for a loop that reads many while the ring does not
@@ -1148,6 +1174,7 @@ extension _ConcurrentTable {
       var keys = Set<Key>()
       var entries = 0
       var tombstones = 0
+      var entriesWithoutMetadata = 0
       func visit(_ table: UnsafeMutablePointer<_TableHeader>) {
         for index in 0..<table.pointee.capacity {
           var bits = table.pointee.buckets[index].load(ordering: .relaxed)
@@ -1156,6 +1183,7 @@ extension _ConcurrentTable {
             continue
           }
           while let node = _Node<Key, Value>(bits: bits) {
+            if !node.isTombstone && !node.hasMetadata { entriesWithoutMetadata += 1 }
             let key = node.key.pointee
             precondition(
               key.hashValue & table.pointee.mask == index,
@@ -1186,7 +1214,12 @@ extension _ConcurrentTable {
           "Internal inconsistency: the ring holds a node that is not its key's current one")
       }
       if writer.pointee.carriesMetadata {
-        if let broken = writer.pointee.ring._checkInvariants(taken: entries) {
+        precondition(
+          !writer.pointee.everyEntryHasMetadata || entriesWithoutMetadata == 0,
+          "Internal inconsistency: an entry without metadata")
+        if let broken = writer.pointee.ring._checkInvariants(
+          taken: entries - entriesWithoutMetadata)
+        {
           preconditionFailure("Internal inconsistency: \(broken)")
         }
       } else {

@@ -354,6 +354,7 @@ extension MemoryStore {
       write.policy[keyPath: limit] = value
       // The first limit puts the entries in the eviction order, which is kept from then on.
       if value > 0 && !write.policy.order.isOrdered {
+        write.giveEveryEntryMetadata(in: self)
         write.policy.order.orderAllEntries(of: _table)
         _table.startKeepingHashes()
       }

@@ -50,7 +50,8 @@ extension _Transaction {
     guard carriesMetadata, lifetime != nil || idleLifetime != nil else { return }
     let table = store._table
     for key in keys {
-      guard let node = table.stagedNode(forKey: key), node.hasMetadata else { continue }
+      // A node without metadata (loaded before the policy was active) reads as no deadline.
+      guard let node = table.stagedNode(forKey: key) else { continue }
       var metadata = node.metadata
       var idleExpiresAt = node.idleExpiresAt
       if let lifetime, metadata.expiresAt == .max {

@@ -104,19 +104,31 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   // MARK: Beginning, ending, committing
 
-  /// Makes every entry carry metadata from now on. O(*n*) the first time: the entries present
-  /// are copied with metadata, in a write that changes no value, published at once.
+  /// Makes every entry written from now on carry metadata. O(1): the entries present keep
+  /// their nodes (no cost, no deadline) until written again, or until
+  /// ``giveEveryEntryMetadata(in:)`` copies them.
   @inlinable @inline(never)
   mutating func activatePolicy(in store: MemoryStore<Key, Value>) {
     guard !store._signals.policyActive.load(ordering: .relaxed) else { return }
-    store._table.startCarryingMetadata(
-      _EntryMetadata(
-        writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
-        expiresAt: .max,
-        cost: 0))
+    store._table.startCarryingMetadata()
     store._signals.policyActive.store(true, ordering: .relaxed)
-    retire(store._table.publish())
     carriesMetadata = true
+  }
+
+  /// Activates the policy, and gives every entry present a node with metadata, so that it has
+  /// a place in the ring: what the eviction order (a first limit) and a decider's purges, which
+  /// walk the ring, need. O(*n*) once in the store's life, in a write that changes no value.
+  @inlinable @inline(never)
+  mutating func giveEveryEntryMetadata(in store: MemoryStore<Key, Value>) {
+    activatePolicy(in: store)
+    let metadata = _EntryMetadata(
+      writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
+      expiresAt: .max, cost: 0)
+    let table = store._table
+    table.giveMetadataToEveryEntry(metadata) { old, new in
+      policy.track(new, replacing: old, count: table.stagedCount)
+      changed = true
+    }
   }
 
   /// Begins the write: removes the entries that have expired by its time, earliest first, a
@@ -379,6 +391,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ key: Key, lifetime: Int64?, in store: MemoryStore<Key, Value>
   ) -> Value? {
     guard let node = liveNode(key, in: store) else { return nil }
+    // Without metadata (written before the policy was active): no cost, no deadline.
     var metadata = node.metadata
     if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
     let value = node.value.pointee
@@ -444,7 +457,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ old: _Node<Key, Value>, key: @autoclosure () -> Key, reason: ChangeReason,
     checksExpiry: Bool
   ) -> Value? {
-    if carriesMetadata { policy.untrack(old) }
+    // An entry written before the policy was active may have no metadata, and no place in it.
+    if carriesMetadata && old.hasMetadata { policy.untrack(old) }
     changed = true
     if reason == .expired || (checksExpiry && old.deadline <= now) {
       noteExpired(key(), old.value.pointee, hash: old.storedHash)

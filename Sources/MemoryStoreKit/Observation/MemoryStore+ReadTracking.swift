@@ -15,7 +15,7 @@ extension MemoryStore {
   /// } onChange: {
   ///   print("AAPL changed")
   /// }
-  /// quotes["AAPL"] = 189.5   // prints "AAPL changed"
+  /// quotes["AAPL"] = 189.5   // prints "AAPL changed", on the store's scheduler
   /// quotes["MSFT"] = 411.2   // prints nothing: nobody read MSFT
   /// ```
   ///

@@ -169,7 +169,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(await Task.cancelAll(), "an iteration did not end when cancelled")
   }
 
-  @Test func usingWithSwiftUI() {
+  @Test func usingWithSwiftUI() async {
     output.clear()
     // "Use with SwiftUI", the block that runs without SwiftUI
     let prices = MemoryStore<String, Double>(name: "prices", tracksReads: true)
@@ -179,7 +179,8 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
       print("AAPL changed")
     }
     prices["MSFT"] = 411.2  // prints nothing: nobody read MSFT
-    prices["AAPL"] = 189.5  // prints "AAPL changed"
+    prices["AAPL"] = 189.5  // prints "AAPL changed", on the store's scheduler
+    await prices.flush()  // returns once it has
     #expect(output.printed == ["AAPL changed"])
     #expect(prices["MSFT"] == 411.2)
   }
