@@ -532,6 +532,7 @@ struct _EvictionOrder: Sendable {
   /// The first of its invariants that does not hold in `table`, or `nil`: every entry in one
   /// list once, oldest to newest, each link matched and each count right; no candidate left
   /// after a write; no order kept before the first limit. Write lock held.
+  @usableFromInline
   func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
     if candidates != 0 || candidate >= 0 { return "a candidate is left after a write" }
     if !isOrdered {

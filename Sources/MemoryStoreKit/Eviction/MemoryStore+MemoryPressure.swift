@@ -31,7 +31,7 @@ extension MemoryStore {
     // without (it is made again, empty, at the next eviction of the limits): it goes first,
     // freed after the lock is released.
     let (pressure, forgotten) = _writer.withLock { state in
-      (state.policy.memoryPressure, state.policy.order.releaseEvictionMemory())
+      (state.policy.memoryPressure, state.policy.releaseEvictionMemory())
     }
     withExtendedLifetime(forgotten) {}
     let fraction = level == .critical ? pressure.criticalFraction : pressure.warningFraction

@@ -4,13 +4,21 @@
 /// in the entry's node (see ``_EntryMetadata``); every write of a store with a policy updates
 /// it in the same critical section.
 ///
-/// - ``_EvictionOrder``: which entry a limit evicts next (`Eviction/EvictionOrder.swift`).
+/// - The eviction order: which entry a limit evicts next. ``_EvictionOrder``, the adaptive
+///   order (`Eviction/EvictionOrder.swift`), held as `order`; or the order an
+///   ``EvictionPolicy`` chose instead, held as `chosenOrder` behind ``_EvictionOrdering``
+///   (`Eviction/EvictionOrdering.swift`). The policy reaches either through its own methods
+///   below, so nothing else knows which is in use.
 /// - ``_Expiry``: deadlines, what is due, when the timer fires (`Eviction/Expiry.swift`).
 /// - ``_Limits``: the limits and the total cost (`Eviction/Limits.swift`).
 /// - `evictions`: the statistics of what the store removed on its own.
 @usableFromInline
 struct _Policy: Sendable {
   @usableFromInline var order = _EvictionOrder()
+  /// The order in use in place of ``order``, if ``evictionPolicy`` is not the adaptive one.
+  @usableFromInline var chosenOrder: (any _EvictionOrdering)?
+  /// The policy the store's user chose.
+  @usableFromInline var evictionPolicy = EvictionPolicy.adaptive
   @usableFromInline var expiry = _Expiry()
   @usableFromInline var limits = _Limits()
   @usableFromInline var evictions = StoreStatistics.Evictions()
@@ -38,11 +46,19 @@ struct _Policy: Sendable {
     if let old, !old.isTombstone, old.hasMetadata {
       let change = new.cost - old.cost
       limits.totalCost += change
-      order.recost(slot: new.slot, by: change)
+      if chosenOrder != nil {
+        chosenOrder!.recost(slot: new.slot, by: change)
+      } else {
+        order.recost(slot: new.slot, by: change)
+      }
       expiry.track(slot: new.slot, deadline: new.deadline, replacing: old.deadline)
     } else {
       limits.totalCost += new.cost
-      order.admit(new, count: count, limits: limits)
+      if chosenOrder != nil {
+        chosenOrder!.admit(new, count: count, limits: limits)
+      } else {
+        order.admit(new, count: count, limits: limits)
+      }
       expiry.track(slot: new.slot, deadline: new.deadline, replacing: nil)
     }
   }
@@ -51,14 +67,14 @@ struct _Policy: Sendable {
   @inlinable @inline(__always)
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     limits.totalCost -= node.cost
-    order.untrack(node)
+    if chosenOrder != nil { chosenOrder!.untrack(node) } else { order.untrack(node) }
     expiry.untrack(slot: node.slot, deadline: node.deadline)
   }
 
   /// Forgets every entry (the store was emptied).
   @inlinable
   mutating func removeAll() {
-    order.removeAll()
+    if chosenOrder != nil { chosenOrder!.removeAll() } else { order.removeAll() }
     limits.totalCost = 0
     expiry.removeAll()
   }
@@ -77,7 +93,7 @@ struct _Policy: Sendable {
   func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>, fraction: Double) -> Bool {
     if limits.isLimited
       && (limits.isOver(count: table.stagedCount, fraction: fraction) != nil
-        || order.isAdaptationDue)
+        || isAdaptationDue)
     {
       return true
     }
@@ -94,7 +110,11 @@ struct _Policy: Sendable {
     guard hasRingHolesToFill(table) else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
-      order.moveEntry(from: from, to: to)
+      if chosenOrder != nil {
+        chosenOrder!.moveEntry(from: from, to: to)
+      } else {
+        order.moveEntry(from: from, to: to)
+      }
       guard table.ringNode(at: to).unsafelyUnwrapped.deadline != .max else { continue }
       expiry.moveEntry(from: from, to: to)
     }
@@ -117,6 +137,81 @@ struct _Policy: Sendable {
         "the store has \(table.stagedCount - withoutMetadata) entries with metadata, the ring \(entries)"
     }
     return limits._checkInvariants(table) ?? expiry._checkInvariants(table)
-      ?? order._checkInvariants(table)
+      ?? (chosenOrder?._checkInvariants(table) ?? order._checkInvariants(table))
+  }
+}
+
+// MARK: - The order in use
+
+extension _Policy {
+  /// Whether entries are kept in the order: from the first limit on.
+  @inlinable
+  var isOrdered: Bool { chosenOrder?.isOrdered ?? order.isOrdered }
+
+  /// See ``_EvictionOrdering/orderAllEntries(of:)``.
+  @inlinable
+  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+    if chosenOrder != nil {
+      chosenOrder!.orderAllEntries(of: table)
+    } else {
+      order.orderAllEntries(of: table)
+    }
+  }
+
+  /// See ``_EvictionOrdering/weighCosts(_:of:)``.
+  @inlinable
+  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {
+    if chosenOrder != nil {
+      chosenOrder!.weighCosts(weighs, of: table)
+    } else {
+      order.weighCosts(weighs, of: table)
+    }
+  }
+
+  /// See ``_EvictionOrdering/prepareForEvictions(_:)``.
+  @inlinable @inline(__always)
+  mutating func prepareForEvictions(_ entries: Int) {
+    if chosenOrder != nil {
+      chosenOrder!.prepareForEvictions(entries)
+    } else {
+      order.prepareForEvictions(entries)
+    }
+  }
+
+  /// See ``_EvictionOrdering/nextVictim(in:protecting:costLimit:)``.
+  @inlinable @inline(__always)
+  mutating func nextVictim<Key, Value>(
+    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int
+  ) -> _Node<Key, Value>? {
+    if chosenOrder != nil {
+      return chosenOrder!.nextVictim(in: table, protecting: protectedSlot, costLimit: costLimit)
+    }
+    return order.nextVictim(in: table, protecting: protectedSlot, costLimit: costLimit)
+  }
+
+  /// See ``_EvictionOrdering/endEvictions()``.
+  @inlinable @inline(__always)
+  mutating func endEvictions() {
+    if chosenOrder != nil { chosenOrder!.endEvictions() } else { order.endEvictions() }
+  }
+
+  /// See ``_EvictionOrdering/isAdaptationDue``.
+  @inlinable
+  var isAdaptationDue: Bool { chosenOrder?.isAdaptationDue ?? order.isAdaptationDue }
+
+  /// See ``_EvictionOrdering/adapt(hits:misses:cacheful:)``.
+  @inlinable
+  mutating func adapt(hits: Int, misses: Int, cacheful: Int) {
+    if chosenOrder != nil {
+      chosenOrder!.adapt(hits: hits, misses: misses, cacheful: cacheful)
+    } else {
+      order.adapt(hits: hits, misses: misses, cacheful: cacheful)
+    }
+  }
+
+  /// See ``_EvictionOrdering/releaseMemory()``.
+  @inlinable
+  mutating func releaseEvictionMemory() -> (any Sendable)? {
+    chosenOrder != nil ? chosenOrder!.releaseMemory() : order.releaseMemory()
   }
 }

@@ -353,12 +353,12 @@ extension MemoryStore {
     _transact(activatingPolicy: true, limits: Self._trimPass(fraction: 1, reason: nil)) { write in
       write.policy[keyPath: limit] = value
       // The first limit puts the entries in the eviction order, which is kept from then on.
-      if value > 0 && !write.policy.order.isOrdered {
+      if value > 0 && !write.policy.isOrdered {
         write.giveEveryEntryMetadata(in: self)
-        write.policy.order.orderAllEntries(of: _table)
+        write.policy.orderAllEntries(of: _table)
         _table.startKeepingHashes()
       }
-      write.policy.order.weighCosts(write.policy.limits.costLimit > 0, of: _table)
+      write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table)
     }
     _enforceLimits(fraction: 1, reason: nil)
   }

@@ -184,10 +184,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // the limits (a store within its limits, or trimmed under memory pressure, does without
       // them), sized to the store then.
       if limits.reason == nil {
-        policy.order.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount))
+        policy.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount))
       }
       guard
-        let victim = policy.order.nextVictim(
+        let victim = policy.nextVictim(
           in: table, protecting: protected,
           costLimit: over == .costLimit ? policy.limits.costLimit : 0)
       else { break }
@@ -198,8 +198,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       evictions += 1
     }
     if expiredCount > 0 { policy.evictions[.expired] += UInt64(expiredCount) }
-    policy.order.endEvictions()
-    if policy.order.isAdaptationDue { adaptEvictionOrder(in: store) }
+    policy.endEvictions()
+    if policy.isAdaptationDue { adaptEvictionOrder(in: store) }
     policy.fillRingHoles(table)
   }
 
@@ -207,7 +207,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// ``_EvictionOrder/adapt(hits:misses:cacheful:)``): every 64 admissions, out of line.
   @inlinable @inline(never)
   mutating func adaptEvictionOrder(in store: MemoryStore<Key, Value>) {
-    policy.order.adapt(
+    policy.adapt(
       hits: store._readers.total(ofCounter: _ReaderIndicator.hitCounter),
       misses: store._readers.total(ofCounter: _ReaderIndicator.missCounter),
       cacheful: policy.limits.cacheful(count: store._table.stagedCount))
