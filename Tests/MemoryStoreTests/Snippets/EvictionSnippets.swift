@@ -86,6 +86,17 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(recent.countLimit == 10_000)
   }
 
+  @Test func choosingLeastRecentlyUsed() {
+    // "Choosing least recently used instead"
+    let history = MemoryStore<String, Quote>(name: "history")
+    history.evictionPolicy = .lru  // least recently used
+    history.countLimit = 500
+
+    for index in 0..<600 { history["page\(index)"] = Quote(bid: 1, ask: 2) }
+    #expect(history.count == 500)
+    #expect(history["page599"] != nil && history["page0"] == nil)
+  }
+
   @Test func timeToLiveAndTouch() {
     struct Session: Sendable, Equatable {
       var user: String
