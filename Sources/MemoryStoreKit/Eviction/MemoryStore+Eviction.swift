@@ -8,8 +8,11 @@ extension MemoryStore {
   ///
   /// The decider runs on the thread that purges — the caller of
   /// ``purgeEvictableItems(trigger:)`` or ``handleMemoryPressure(_:)``, or a background queue
-  /// of the store's scheduler for the periodic purge — outside every lock of the store. It may
-  /// read and write the store. It never runs concurrently with itself for one store.
+  /// of the store's scheduler for the periodic purge — outside the locks that reads and writes
+  /// take: it may read and write the store. It runs inside the store's *purge gate*, which
+  /// keeps it from running concurrently with itself: a purge it starts returns at once, empty,
+  /// and a purge started on another thread waits for it, so it must not wait for another
+  /// thread's purge.
   public typealias EvictionDecider = @Sendable (Key, Value, EvictionContext) -> Bool
 
   /// The user's functions that the store calls, kept together behind one lock.
@@ -126,7 +129,8 @@ extension MemoryStore {
   /// ```
   ///
   /// The purge judges the entries present when it starts, in chunks: it reads about a hundred
-  /// entries under the write lock, calls the decider for each outside every lock, then
+  /// entries under the write lock, calls the decider for each outside it (inside the purge
+  /// gate only, see ``EvictionDecider``), then
   /// removes the chosen ones in one write. So readers never wait, and writers wait at most
   /// for one chunk, whatever the size of the store. There is no time-of-check to time-of-use
   /// race: an entry written (replaced) after the purge started, or after the decider judged
@@ -221,7 +225,7 @@ extension MemoryStore {
         }
         isFinished = position >= _table.ringCount
       }
-      // The decider runs outside every lock.
+      // The decider runs outside the write lock; the purge gate is held.
       var victims: [(key: Key, version: UInt64)] = []
       for candidate in candidates {
         let context = EvictionContext(

@@ -57,15 +57,15 @@ extension MemoryStore {
   func _expiryCutoff(early: Int64, late: Int64) -> Int64 {
     let deadline = Swift.min(early, late)
     guard deadline != .max else { return .min }
-    return _expiryCutoff(deadline)
-  }
-
-  /// ``_expiryCutoff(early:late:)`` once a deadline exists.
-  @inlinable @inline(never)
-  func _expiryCutoff(_ deadline: Int64) -> Int64 {
     if _clock.coarseOffset != 0 && _SystemClock.coarse &+ _clock.coarseOffset < deadline {
       return .min
     }
+    return _expiryCutoff(deadline)
+  }
+
+  /// ``_expiryCutoff(early:late:)`` once the clock must be read: out of line.
+  @inlinable @inline(never)
+  func _expiryCutoff(_ deadline: Int64) -> Int64 {
     let now = _clockNanos()
     return now >= deadline ? now : .min
   }
