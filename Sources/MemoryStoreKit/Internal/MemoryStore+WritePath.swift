@@ -6,9 +6,9 @@ extension MemoryStore {
   /// The most expired entries one write removes; the rest go with the next writes or
   /// the expiry timer.
   @inlinable static var _expiryChunk: Int { 4_096 }
-  /// The most entries a purge judges per critical section: with 512, a purge of 1 000 000
-  /// entries on two cores made a concurrent writer wait 24 ms at worst, with 128 about 10 ms
-  /// (a third thread spinning alone: 8 to 10 ms).
+  /// The most entries a purge judges per critical section: small enough that a writer racing
+  /// a purge of a large store waits about as long as the scheduler's own time slice (see the
+  /// Eviction article's measurements).
   @inlinable static var _purgeChunk: Int { 128 }
   /// The most entries a trim (a limit lowered, memory pressure) evicts per critical section:
   /// each eviction links a tombstone, and after a trim has freed many nodes the allocator's
@@ -114,8 +114,8 @@ extension MemoryStore {
   /// and the lock, it unlocks, reads the clock and locks again.
   ///
   /// When only write times need it (a decider, no time to live given or by default, no entry
-  /// that expires), the system's coarse clock does (see ``EvictionContext/writtenAt``): about
-  /// 6 ns to read instead of 28, for a write time at most a tick early.
+  /// that expires), the system's coarse clock does (see ``EvictionContext/writtenAt``): cheaper
+  /// to read than the clock, for a write time at most a tick early.
   @inlinable @inline(__always)
   func _lockForWrite(timeToLive: Duration?, now: inout Int64) -> _WriteAccess<Key, Value> {
     if timeToLive == nil && !_needsClock {
@@ -190,7 +190,7 @@ extension MemoryStore {
   /// anything in such a store (no clock, no expiry, no limits), and the logging and the
   /// commit are the transaction's own: ``_WriterState/logWrite(_:_:previous:reason:)`` and
   /// ``_ChangeTracker/commit(logged:cleared:deliversRemovals:)``. Spelt out, the table's
-  /// staging inlines into it: through a transaction, the write costs 30 % more instructions.
+  /// staging inlines into it, which it does not through a transaction.
   ///
   /// - Returns: Whether it wrote (`false`: the store got a policy meanwhile, and the caller
   ///   writes through a transaction), and the value replaced or removed.

@@ -37,8 +37,8 @@ enum _SystemClock {
   }
 
   /// The coarse clock's reading in nanoseconds, on the time base of ``nanoseconds``, where
-  /// there is one (Linux: `CLOCK_MONOTONIC_COARSE`, updated at every scheduler tick, ~6 ns
-  /// to read instead of ~28 ns); 0 elsewhere. Thread-safe; never waits.
+  /// there is one (Linux: `CLOCK_MONOTONIC_COARSE`, updated at every scheduler tick, and a
+  /// fraction of the clock's cost to read); 0 elsewhere. Thread-safe; never waits.
   @inlinable
   static var coarse: Int64 {
     #if canImport(Glibc)

@@ -17,7 +17,7 @@ import Dispatch
 /// Why a thread of its own: on Linux, Dispatch's global queues and the Swift task pool share
 /// one pool of threads, as many as there are cores. Tasks that keep every core busy without
 /// suspending hold all of them, and work sent to a global queue (`asyncAfter` included) waits
-/// until they let go: batches due every 20 ms came after 1.5 s. This thread only waits and
+/// until they let go, so change batches came seconds late. This thread only waits and
 /// hands over, so a deadline is met as soon as the kernel runs it, whatever the pool does.
 ///
 /// The thread never runs an action itself (an action may save a file, or run user code), and
@@ -181,9 +181,9 @@ final class _TimerThread: @unchecked Sendable {
 /// queue, so that Dispatch gives it a thread even while every thread of the global queues (and,
 /// on Linux, of the Swift task pool, which is the same pool) is busy.
 ///
-/// Measured on Linux with two CPU-bound tasks per core: work sent to a global queue every
-/// 20 ms waited 0.9 s at the median and 1.9 s at most; sent to a serial queue of its own, it
-/// started within 50 µs at the median and 5 ms at most.
+/// With CPU-bound tasks on every core, work sent to a global queue waits until they let go;
+/// sent to a serial queue of its own, it starts at once (the delivery-under-load tests check
+/// it).
 @usableFromInline
 enum _Overcommit {
   /// One serial queue of the overcommitting pool, for work that is frequent and short (the
