@@ -11,8 +11,8 @@
 /// **Adding an order** takes a type conforming to this protocol, in a file of its own, and a
 /// case of ``EvictionPolicy`` that makes it, in ``EvictionPolicy/_makeOrder()``: nothing else
 /// changes. The adaptive order (``_EvictionOrder``), the default, is also held without this
-/// protocol, so that its calls are specialised and inlined; any other order is called through
-/// it.
+/// protocol, so that its calls are specialised and inlined, and only it adapts to the store's
+/// hit ratio (its hill climber); any other order is called through this protocol.
 @usableFromInline
 protocol _EvictionOrdering: Sendable {
   /// Whether entries are kept in the order: from the first limit on.
@@ -43,10 +43,6 @@ protocol _EvictionOrdering: Sendable {
   ) -> _Node<Key, Value>?
   /// Ends a write's evictions.
   mutating func endEvictions()
-  /// Whether the order wants ``adapt(hits:misses:cacheful:)`` called at the end of this write.
-  var isAdaptationDue: Bool { get }
-  /// Lets the order adapt to the store's lookup counts so far.
-  mutating func adapt(hits: Int, misses: Int, cacheful: Int)
   /// Drops what the order can make again (under memory pressure), returning it so that the
   /// caller frees it after releasing the write lock.
   mutating func releaseMemory() -> (any Sendable)?

@@ -44,9 +44,7 @@ extension MemoryStore {
       _transact { write in
         guard write.policy.evictionPolicy != newValue else { return }
         let wasOrdered = write.policy.isOrdered
-        write.policy.evictionPolicy = newValue
-        write.policy.order = _EvictionOrder()
-        write.policy.chosenOrder = newValue._makeOrder()
+        write.policy.choose(newValue)
         if wasOrdered {
           write.policy.orderAllEntries(of: _table)
           write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table)

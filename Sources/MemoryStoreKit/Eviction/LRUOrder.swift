@@ -105,12 +105,6 @@ struct _LRUOrder: _EvictionOrdering {
   mutating func endEvictions() {}
 
   @usableFromInline
-  var isAdaptationDue: Bool { false }
-
-  @usableFromInline
-  mutating func adapt(hits: Int, misses: Int, cacheful: Int) {}
-
-  @usableFromInline
   mutating func releaseMemory() -> (any Sendable)? { nil }
 
   @usableFromInline

@@ -15,8 +15,13 @@
 @usableFromInline
 struct _Policy: Sendable {
   @usableFromInline var order = _EvictionOrder()
-  /// The order in use in place of ``order``, if ``evictionPolicy`` is not the adaptive one.
-  @usableFromInline var chosenOrder: (any _EvictionOrdering)?
+  /// The order in use in place of ``order``, if ``evictionPolicy`` is not the adaptive one:
+  /// a reference the policy owns (retained by ``choose(_:)``, released by it and by
+  /// ``releaseChosenOrder()``), held unmanaged so that the policy stays a plain value, which
+  /// the write path reaches without any reference counting.
+  @usableFromInline var chosenOrderBox: Unmanaged<_ChosenOrder>?
+  /// Whether an order is chosen in place of ``order``: what every call of the order tests.
+  @usableFromInline var hasChosenOrder = false
   /// The policy the store's user chose.
   @usableFromInline var evictionPolicy = EvictionPolicy.adaptive
   @usableFromInline var expiry = _Expiry()
@@ -46,16 +51,16 @@ struct _Policy: Sendable {
     if let old, !old.isTombstone, old.hasMetadata {
       let change = new.cost - old.cost
       limits.totalCost += change
-      if chosenOrder != nil {
-        chosenOrder!.recost(slot: new.slot, by: change)
+      if hasChosenOrder {
+        chosenRecost(slot: new.slot, by: change)
       } else {
         order.recost(slot: new.slot, by: change)
       }
       expiry.track(slot: new.slot, deadline: new.deadline, replacing: old.deadline)
     } else {
       limits.totalCost += new.cost
-      if chosenOrder != nil {
-        chosenOrder!.admit(new, count: count, limits: limits)
+      if hasChosenOrder {
+        chosenAdmit(new, count: count)
       } else {
         order.admit(new, count: count, limits: limits)
       }
@@ -67,14 +72,14 @@ struct _Policy: Sendable {
   @inlinable @inline(__always)
   mutating func untrack<Key, Value>(_ node: _Node<Key, Value>) {
     limits.totalCost -= node.cost
-    if chosenOrder != nil { chosenOrder!.untrack(node) } else { order.untrack(node) }
+    if hasChosenOrder { chosenUntrack(node) } else { order.untrack(node) }
     expiry.untrack(slot: node.slot, deadline: node.deadline)
   }
 
   /// Forgets every entry (the store was emptied).
   @inlinable
   mutating func removeAll() {
-    if chosenOrder != nil { chosenOrder!.removeAll() } else { order.removeAll() }
+    if hasChosenOrder { chosenOrder.pointee.removeAll() } else { order.removeAll() }
     limits.totalCost = 0
     expiry.removeAll()
   }
@@ -110,8 +115,8 @@ struct _Policy: Sendable {
     guard hasRingHolesToFill(table) else { return }
     for _ in 0..<4 {
       guard let (from, to) = table.fillRingHole() else { return }
-      if chosenOrder != nil {
-        chosenOrder!.moveEntry(from: from, to: to)
+      if hasChosenOrder {
+        chosenOrder.pointee.moveEntry(from: from, to: to)
       } else {
         order.moveEntry(from: from, to: to)
       }
@@ -137,22 +142,72 @@ struct _Policy: Sendable {
         "the store has \(table.stagedCount - withoutMetadata) entries with metadata, the ring \(entries)"
     }
     return limits._checkInvariants(table) ?? expiry._checkInvariants(table)
-      ?? (chosenOrder?._checkInvariants(table) ?? order._checkInvariants(table))
+      ?? (hasChosenOrder
+        ? chosenOrder.pointee._checkInvariants(table) : order._checkInvariants(table))
   }
 }
 
 // MARK: - The order in use
 
+/// The box of an order chosen in place of the adaptive one.
+@usableFromInline
+final class _ChosenOrder: @unchecked Sendable {
+  // Safe: reached only through the policy, under the store's write lock.
+  @usableFromInline var pointee: any _EvictionOrdering
+
+  init(_ order: any _EvictionOrdering) { pointee = order }
+}
+
 extension _Policy {
+  // The calls of a chosen order that a write makes, out of line: inlined, they would make the
+  // write path too large for the compiler to inline the rest of it.
+
+  @inlinable @inline(never)
+  mutating func chosenRecost(slot: Int, by change: Int) {
+    chosenOrder.pointee.recost(slot: slot, by: change)
+  }
+
+  @inlinable @inline(never)
+  mutating func chosenAdmit<Key, Value>(_ node: _Node<Key, Value>, count: Int) {
+    chosenOrder.pointee.admit(node, count: count, limits: limits)
+  }
+
+  @inlinable @inline(never)
+  mutating func chosenUntrack<Key, Value>(_ node: _Node<Key, Value>) {
+    chosenOrder.pointee.untrack(node)
+  }
+
+  /// The chosen order's box; only while ``hasChosenOrder``.
+  @inlinable
+  var chosenOrder: _ChosenOrder { chosenOrderBox.unsafelyUnwrapped.takeUnretainedValue() }
+
+  /// Puts `policy` in use, with a new, empty order.
+  mutating func choose(_ policy: EvictionPolicy) {
+    releaseChosenOrder()
+    evictionPolicy = policy
+    order = _EvictionOrder()
+    if let made = policy._makeOrder() {
+      chosenOrderBox = Unmanaged.passRetained(_ChosenOrder(made))
+      hasChosenOrder = true
+    }
+  }
+
+  /// Releases the chosen order, if any: when another is chosen, and when the store goes.
+  mutating func releaseChosenOrder() {
+    chosenOrderBox?.release()
+    chosenOrderBox = nil
+    hasChosenOrder = false
+  }
+
   /// Whether entries are kept in the order: from the first limit on.
   @inlinable
-  var isOrdered: Bool { chosenOrder?.isOrdered ?? order.isOrdered }
+  var isOrdered: Bool { hasChosenOrder ? chosenOrder.pointee.isOrdered : order.isOrdered }
 
   /// See ``_EvictionOrdering/orderAllEntries(of:)``.
   @inlinable
   mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
-    if chosenOrder != nil {
-      chosenOrder!.orderAllEntries(of: table)
+    if hasChosenOrder {
+      chosenOrder.pointee.orderAllEntries(of: table)
     } else {
       order.orderAllEntries(of: table)
     }
@@ -161,8 +216,8 @@ extension _Policy {
   /// See ``_EvictionOrdering/weighCosts(_:of:)``.
   @inlinable
   mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {
-    if chosenOrder != nil {
-      chosenOrder!.weighCosts(weighs, of: table)
+    if hasChosenOrder {
+      chosenOrder.pointee.weighCosts(weighs, of: table)
     } else {
       order.weighCosts(weighs, of: table)
     }
@@ -171,8 +226,8 @@ extension _Policy {
   /// See ``_EvictionOrdering/prepareForEvictions(_:)``.
   @inlinable @inline(__always)
   mutating func prepareForEvictions(_ entries: Int) {
-    if chosenOrder != nil {
-      chosenOrder!.prepareForEvictions(entries)
+    if hasChosenOrder {
+      chosenOrder.pointee.prepareForEvictions(entries)
     } else {
       order.prepareForEvictions(entries)
     }
@@ -183,8 +238,9 @@ extension _Policy {
   mutating func nextVictim<Key, Value>(
     in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int
   ) -> _Node<Key, Value>? {
-    if chosenOrder != nil {
-      return chosenOrder!.nextVictim(in: table, protecting: protectedSlot, costLimit: costLimit)
+    if hasChosenOrder {
+      return chosenOrder.pointee.nextVictim(
+        in: table, protecting: protectedSlot, costLimit: costLimit)
     }
     return order.nextVictim(in: table, protecting: protectedSlot, costLimit: costLimit)
   }
@@ -192,26 +248,24 @@ extension _Policy {
   /// See ``_EvictionOrdering/endEvictions()``.
   @inlinable @inline(__always)
   mutating func endEvictions() {
-    if chosenOrder != nil { chosenOrder!.endEvictions() } else { order.endEvictions() }
+    if hasChosenOrder { chosenOrder.pointee.endEvictions() } else { order.endEvictions() }
   }
 
-  /// See ``_EvictionOrdering/isAdaptationDue``.
+  /// Whether the adaptive order's hill climber should look at the lookup counts (a chosen
+  /// order does not adapt). Reads only fields of the policy, so that the check every write
+  /// makes calls nothing opaque.
   @inlinable
-  var isAdaptationDue: Bool { chosenOrder?.isAdaptationDue ?? order.isAdaptationDue }
+  var isAdaptationDue: Bool { !hasChosenOrder && order.isAdaptationDue }
 
-  /// See ``_EvictionOrdering/adapt(hits:misses:cacheful:)``.
+  /// Lets the adaptive order's hill climber look at the lookup counts.
   @inlinable
   mutating func adapt(hits: Int, misses: Int, cacheful: Int) {
-    if chosenOrder != nil {
-      chosenOrder!.adapt(hits: hits, misses: misses, cacheful: cacheful)
-    } else {
-      order.adapt(hits: hits, misses: misses, cacheful: cacheful)
-    }
+    order.adapt(hits: hits, misses: misses, cacheful: cacheful)
   }
 
   /// See ``_EvictionOrdering/releaseMemory()``.
   @inlinable
   mutating func releaseEvictionMemory() -> (any Sendable)? {
-    chosenOrder != nil ? chosenOrder!.releaseMemory() : order.releaseMemory()
+    hasChosenOrder ? chosenOrder.pointee.releaseMemory() : order.releaseMemory()
   }
 }

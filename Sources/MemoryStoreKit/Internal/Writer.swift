@@ -84,6 +84,7 @@ struct _Writer<Key: Hashable & Sendable, Value: Sendable> {
 
   @usableFromInline
   func deallocate() {
+    _state.pointee.policy.releaseChosenOrder()
     _state.deinitialize(count: 1)
     _state.deallocate()
     _lock.deallocate()
