@@ -86,6 +86,11 @@ final class _TimerThread: @unchecked Sendable {
   func schedule(
     after delay: Duration, qos: DispatchQoS.QoSClass, _ action: @escaping @Sendable () -> Void
   ) {
+    // Due at once: straight to the pool, without waking the timer thread.
+    guard delay > .zero else {
+      _Overcommit.async(qos: qos, action)
+      return
+    }
     // Capped at a century: a longer delay never comes, as it should, rather than overflow.
     let deadline = ContinuousClock.Instant.now + min(max(delay, .zero), .seconds(3_155_760_000))
     pthread_mutex_lock(mutex)

@@ -70,7 +70,7 @@ extension MemoryStore {
       if newValue { _readObservers.make() }
       // Both flags change together under the write lock, so that concurrent settings end in
       // one of them; what reads registered is collected there and notified after unlocking.
-      let released = _writer.withLock { state -> Set<Int>? in
+      let released = _writer.withLock { state -> [Int]? in
         guard state.changes.observesReads != newValue else { return nil }
         state.changes.observesReads = newValue
         _signals.tracksReads.store(newValue, ordering: .releasing)

@@ -110,12 +110,16 @@ final class _ObservationNotices: @unchecked Sendable {
 /// tracked read ever read.
 ///
 /// **Delivery.** A write hands its buckets over and returns: it never runs observers and
-/// never waits for them. One delivery at a time runs on the store's scheduler, without any
-/// lock held, and tells each bucket handed over since the previous delivery once, however many
-/// writes changed it: Observation removes an observation only after its `onChange` returns, so
-/// two threads notifying at once could both run it. ``sendPending()`` (what
-/// ``MemoryStore/flush()`` does) delivers at once what is pending, or waits for the delivery
-/// under way.
+/// never waits for them. Handing over is lock-free: the write sets the buckets' bits in
+/// `pending`, then swaps `isScheduled` to true and, if it was false, schedules a delivery on
+/// the store's scheduler. One delivery at a time (the *delivery role*) runs, without any lock
+/// held: it swaps `isScheduled` back to false, takes the pending bits and tells each bucket
+/// once, however many writes set it, and repeats until nothing is pending. Observation removes
+/// an observation only after its `onChange` returns, so two threads notifying at once could
+/// both run it. Either a write's swap comes before a delivery's (the delivery, which then sees
+/// the write's bits, takes them), or after it (the write schedules a delivery of its own).
+/// ``sendPending()`` (what ``MemoryStore/flush()`` does) takes the role itself, waiting
+/// without blocking a thread while another delivery holds it, and delivers what is pending.
 ///
 /// **The registration's window.** Observation registers what a tracking scope read only when
 /// the scope ends: a notice delivered between a read and that registration finds no observer,
@@ -143,17 +147,27 @@ final class _ReadObservers: @unchecked Sendable {
   /// A bit per bucket: set by the first tracked read of it, cleared when tracking is turned
   /// off.
   private let bits: UnsafeMutablePointer<Atomic<UInt64>>
-  /// The notices handed over and not yet delivered, and the waiters of ``sendPending()``.
-  private let delivery = _Protected(_Delivery())
+  /// A bit per bucket handed over and not yet delivered.
+  private let pending: UnsafeMutablePointer<Atomic<UInt64>>
+  /// Whether a delivery is scheduled or under way that will take the pending bits.
+  private let isScheduled = Atomic<Bool>(false)
+  /// Who holds the delivery role, and the calls of ``sendPending()`` waiting for it.
+  private let role = _Protected(_DeliveryRole())
 
   init() {
     bits = .allocate(capacity: Self.wordCount)
-    for index in 0..<Self.wordCount { (bits + index).initialize(to: Atomic(0)) }
+    pending = .allocate(capacity: Self.wordCount)
+    for index in 0..<Self.wordCount {
+      (bits + index).initialize(to: Atomic(0))
+      (pending + index).initialize(to: Atomic(0))
+    }
   }
 
   deinit {
     bits.deinitialize(count: Self.wordCount)
     bits.deallocate()
+    pending.deinitialize(count: Self.wordCount)
+    pending.deallocate()
   }
 
   // MARK: Reads
@@ -193,107 +207,123 @@ final class _ReadObservers: @unchecked Sendable {
   @usableFromInline
   func notify(_ notices: _ObservationNotices, on scheduler: any StoreScheduler) {
     atomicMemoryFence(ordering: .sequentiallyConsistent)
-    var sent: Set<Int> = []
+    var handsOver = false
     if notices.cleared {
-      sent = registeredBuckets(clearing: false)
+      for word in 0..<Self.wordCount {
+        let registered = bits[word].load(ordering: .relaxed)
+        if registered != 0 {
+          pending[word].bitwiseOr(registered, ordering: .relaxed)
+          handsOver = true
+        }
+      }
     } else {
       var changesMembership = false
       notices.forEachChange { change in
         let value = Self.bucket(change.hash, presence: false)
-        if isRegistered(value) { sent.insert(value) }
+        if markPending(value) { handsOver = true }
         guard change.changesPresence else { return }
-        if isRegistered(value | 1) { sent.insert(value | 1) }
+        if markPending(value | 1) { handsOver = true }
         changesMembership = true
       }
-      if changesMembership && isRegistered(Self.membership) { sent.insert(Self.membership) }
-      if isRegistered(Self.contents) { sent.insert(Self.contents) }
+      if changesMembership && markPending(Self.membership) { handsOver = true }
+      if markPending(Self.contents) { handsOver = true }
     }
-    guard !sent.isEmpty else { return }
-    hand(over: sent, on: scheduler)
+    if handsOver { scheduleDelivery(on: scheduler) }
   }
 
-  /// Whether a tracked read registered bucket `index`.
-  private func isRegistered(_ index: Int) -> Bool {
-    bits[index >> 6].load(ordering: .relaxed) & (UInt64(1) << UInt64(index & 63)) != 0
+  /// Marks bucket `index` pending if a tracked read registered it; returns whether it did.
+  private func markPending(_ index: Int) -> Bool {
+    let bit = UInt64(1) << UInt64(index & 63)
+    guard bits[index >> 6].load(ordering: .relaxed) & bit != 0 else { return false }
+    // Always the read-modify-write: a load could see a bit that a delivery has just taken.
+    pending[index >> 6].bitwiseOr(bit, ordering: .relaxed)
+    return true
   }
 
   /// Every bucket a tracked read registered; with `clearing`, cleared (tracking is turned off,
   /// and every observation registered so far is told).
-  func registeredBuckets(clearing: Bool) -> Set<Int> {
-    var taken: Set<Int> = []
+  func registeredBuckets(clearing: Bool) -> [Int] {
+    var taken: [Int] = []
     for word in 0..<Self.wordCount {
       guard bits[word].load(ordering: .relaxed) != 0 else { continue }
       var set =
         clearing ? bits[word].exchange(0, ordering: .relaxed) : bits[word].load(ordering: .relaxed)
       while set != 0 {
-        taken.insert(word << 6 | set.trailingZeroBitCount)
+        taken.append(word << 6 | set.trailingZeroBitCount)
         set &= set - 1
       }
     }
     return taken
   }
 
-  /// Hands `notice` over, and schedules a delivery on `scheduler` unless one is scheduled or
-  /// under way (which then delivers it). Never waits.
-  func hand(over notice: Set<Int>, on scheduler: any StoreScheduler) {
-    guard delivery.withLock({ $0.hand(over: notice) }) else { return }
+  /// Hands `buckets` over, and schedules a delivery on `scheduler` unless one is scheduled or
+  /// under way (which then delivers them). Never waits.
+  func hand(over buckets: [Int], on scheduler: any StoreScheduler) {
+    guard !buckets.isEmpty else { return }
+    for index in buckets {
+      pending[index >> 6].bitwiseOr(UInt64(1) << UInt64(index & 63), ordering: .relaxed)
+    }
+    scheduleDelivery(on: scheduler)
+  }
+
+  /// Schedules a delivery, unless one is scheduled or under way that will take the bits this
+  /// thread set (see the type's documentation).
+  private func scheduleDelivery(on scheduler: any StoreScheduler) {
+    guard !isScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
     scheduler.schedule(after: .zero) { [weak self] in self?.deliverScheduled() }
   }
 
-  /// The scheduled delivery: delivers what is handed over, unless a delivery is under way or
-  /// ``sendPending()`` delivered it first.
+  /// The scheduled delivery: delivers what is pending, unless another delivery holds the role
+  /// (which delivers it before it lets go).
   private func deliverScheduled() {
-    if delivery.withLock({ $0.startScheduled() }) { drain() }
+    guard role.withLock({ $0.claim() }) else { return }
+    drain()
+    for waiter in role.withLock({ $0.release() }) { waiter.resume(returning: false) }
   }
 
-  /// Delivers what was handed over, until nothing is left; the caller is the delivering
-  /// thread. No lock is held while observers run.
+  /// Delivers what is pending until nothing is; the caller holds the delivery role. No lock is
+  /// held while observers run.
   private func drain() {
     while true {
-      let (batch, through, resumed) = delivery.withLock {
-        state -> (Set<Int>?, UInt64, [CheckedContinuation<Void, Never>]) in
-        guard !state.waiting.isEmpty else {
-          state.isDelivering = false
-          return (nil, state.handedOver, state.finishDelivery(through: state.handedOver))
+      // Swapped before the bits are taken: a write that swaps after this schedules anew.
+      _ = isScheduled.exchange(false, ordering: .acquiringAndReleasing)
+      var batch: [Int] = []
+      for word in 0..<Self.wordCount where pending[word].load(ordering: .relaxed) != 0 {
+        var set = pending[word].exchange(0, ordering: .acquiring)
+        while set != 0 {
+          batch.append(word << 6 | set.trailingZeroBitCount)
+          set &= set - 1
         }
-        defer { state.waiting = [] }
-        return (state.waiting, state.handedOver, [])
       }
-      guard let batch else {
-        for waiter in resumed { waiter.resume() }
-        return
-      }
+      guard !batch.isEmpty else { return }
       send(batch)
-      let finished = delivery.withLock { $0.finishDelivery(through: through) }
-      for waiter in finished { waiter.resume() }
     }
   }
 
-  /// Delivers now what was handed over before the call, unless a delivery is under way, and
-  /// returns once it was delivered: what ``MemoryStore/flush()`` does. Waits without blocking a
-  /// thread.
+  /// Delivers now what was handed over before the call (taking the delivery role, after the
+  /// delivery that holds it, if any), and returns once it was delivered: what
+  /// ``MemoryStore/flush()`` does. Waits without blocking a thread.
   func sendPending() async {
-    let (ticket, delivers) = delivery.withLock { state -> (UInt64, Bool) in
-      guard state.delivered < state.handedOver && !state.isDelivering else {
-        return (state.handedOver, false)
+    while true {
+      let claimed = await withCheckedContinuation {
+        (continuation: CheckedContinuation<Bool, Never>) in
+        let claimed = role.withLock { role -> Bool? in
+          if role.claim() { return true }
+          role.waiters.append(continuation)
+          return nil
+        }
+        if let claimed { continuation.resume(returning: claimed) }
       }
-      state.isDelivering = true
-      return (state.handedOver, true)
-    }
-    if delivers { drain() }
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let isDelivered = delivery.withLock { state in
-        guard state.delivered < ticket else { return true }
-        state.waiters.append((ticket, continuation))
-        return false
-      }
-      if isDelivered { continuation.resume() }
+      guard claimed else { continue }
+      drain()
+      for waiter in role.withLock({ $0.release() }) { waiter.resume(returning: false) }
+      return
     }
   }
 
   /// Tells the observers of `notice`'s buckets that they changed (`willSet`, then `didSet`:
   /// both kinds of tracking fire, after the change).
-  private func send(_ buckets: Set<Int>) {
+  private func send(_ buckets: [Int]) {
     let registrar = subject.registrar
     for index in buckets {
       _BucketPaths.shared.path(index)._withUnsafeGuaranteedRef { path in
@@ -304,48 +334,26 @@ final class _ReadObservers: @unchecked Sendable {
   }
 }
 
-/// What a store's read observers have to deliver, guarded by their lock.
-struct _Delivery: Sendable {
-  /// The buckets handed over, not yet taken by the delivering thread.
-  var waiting: Set<Int> = []
-  /// Whether a thread is delivering.
-  var isDelivering = false
-  /// Whether a delivery is scheduled and has not started.
-  var isScheduled = false
-  /// The number of hand-overs so far: a hand-over's ticket.
-  var handedOver: UInt64 = 0
-  /// Every hand-over up to this ticket was delivered.
-  var delivered: UInt64 = 0
-  /// Calls of ``_ReadObservers/sendPending()`` waiting for a ticket to be delivered.
-  var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+/// Who holds a store's delivery role (see ``_ReadObservers``), guarded by its lock.
+struct _DeliveryRole: Sendable {
+  /// Whether a delivery holds the role.
+  var isHeld = false
+  /// Calls of ``_ReadObservers/sendPending()`` waiting for the role: resumed (with `false`,
+  /// to try again) when it is let go.
+  var waiters: [CheckedContinuation<Bool, Never>] = []
 
-  /// Hands `notice` over; returns whether a delivery must be scheduled (none is scheduled or
-  /// under way).
-  mutating func hand(over notice: Set<Int>) -> Bool {
-    waiting.formUnion(notice)
-    handedOver &+= 1
-    guard !isDelivering && !isScheduled else { return false }
-    isScheduled = true
+  /// Takes the role if no one holds it; returns whether it did.
+  mutating func claim() -> Bool {
+    guard !isHeld else { return false }
+    isHeld = true
     return true
   }
 
-  /// Starts the scheduled delivery; returns whether it has anything to deliver (it may have
-  /// been delivered by ``_ReadObservers/sendPending()``, or be under way).
-  mutating func startScheduled() -> Bool {
-    isScheduled = false
-    guard !isDelivering && !waiting.isEmpty else { return false }
-    isDelivering = true
-    return true
-  }
-
-  /// Records that every hand-over up to `ticket` was delivered; returns the waiters to resume
-  /// (after unlocking).
-  mutating func finishDelivery(through ticket: UInt64) -> [CheckedContinuation<Void, Never>] {
-    delivered = Swift.max(delivered, ticket)
-    guard !waiters.isEmpty else { return [] }
-    let done = waiters.filter { $0.ticket <= delivered }.map(\.continuation)
-    waiters.removeAll { $0.ticket <= delivered }
-    return done
+  /// Lets the role go; returns the waiters to resume (after unlocking).
+  mutating func release() -> [CheckedContinuation<Bool, Never>] {
+    isHeld = false
+    defer { waiters = [] }
+    return waiters
   }
 }
 
