@@ -14,8 +14,10 @@ extension MemoryStore {
   ///   that load and receive its result; the store keeps what it loaded. A bulk load of
   ///   ``values(forKeys:cost:timeToLive:orLoad:)`` that includes the key counts as its load; if
   ///   its loader returns no value for the key, this call then loads it with `load`. If a write stores the
-  ///   key while the load runs, the stored value wins and every caller receives it. A removal
-  ///   made while the load runs does not stop it: the loaded value is stored when it arrives.
+  ///   key while the load runs, the stored value wins and every caller receives it. If a write
+  ///   removes the key (or clears the store), or an invalidation drops it, while the load
+  ///   runs, what the load read may be older than that: the callers receive the loaded value,
+  ///   and the store does not keep it.
   /// - **No lock is held while `load` runs**: it runs in a task of its own, and may read and
   ///   write the store (but not wait for a load of the same key).
   /// - **Cancellation is per caller.** A caller whose task is cancelled stops waiting and

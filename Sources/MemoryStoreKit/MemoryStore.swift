@@ -518,7 +518,9 @@ extension MemoryStore {
   /// and all receive the stored value. While it runs, no lock is held: reads and writes of the
   /// store, including other get-or-create calls for other keys, proceed, and `makeValue` may
   /// itself read and write the store. If a plain write stores `key` while `makeValue` runs, the
-  /// stored value wins and is returned to every caller.
+  /// stored value wins and is returned to every caller. If a write removes `key` (or clears
+  /// the store), or an invalidation drops it, while `makeValue` runs, what `makeValue` read may
+  /// be older than that: its value is returned to the callers but not stored.
   ///
   /// The value created is returned to the callers even if the store does not keep it: one
   /// whose cost alone exceeds ``costLimit`` is evicted by its own write.
@@ -623,7 +625,8 @@ extension MemoryStore {
   ///
   /// The value is a copy of its source, not a local change: the ``LocalChangeFeed`` does not
   /// get it. `since` is ``_invalidationStart()`` from before the value was made: if an
-  /// invalidation of the key came after, the value is returned but not stored.
+  /// invalidation or a removal by a write of the key came after, the value is returned but
+  /// not stored.
   @usableFromInline
   func _insertIfAbsent(
     _ value: Value, forKey key: Key, cost: Int? = nil, timeToLive: Duration? = nil,

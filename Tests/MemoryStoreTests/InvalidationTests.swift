@@ -160,6 +160,36 @@ import Testing
     #expect(feed.take() == [.updated("local", 4)], "copies are not local changes")
   }
 
+  /// A removal by a write is as new as an invalidation: a get-or-create or a load that read
+  /// its source before the key was removed returns what it read but does not store it.
+  @Test func aRemovalDuringACreationOrALoadKeepsItsValueOut() async throws {
+    for limited in [false, true] {
+      let store = MemoryStore<String, Int>()
+      if limited { store.countLimit = 100 }
+      let created = store.valueOrInsert(forKey: "k") {
+        store["k"] = nil  // the source changed: the key is removed meanwhile
+        return 1
+      }
+      #expect(created == 1)
+      #expect(store["k"] == nil, "limited: \(limited)")
+      let loaded = try await store.value(forKey: "l") { () async throws -> Int in
+        store.removeValue(forKey: "l")
+        return 2
+      }
+      #expect(loaded == 2)
+      #expect(store["l"] == nil, "limited: \(limited)")
+      let cleared = store.valueOrInsert(forKey: "m") {
+        store.removeAll()
+        return 3
+      }
+      #expect(cleared == 3)
+      #expect(store["m"] == nil, "limited: \(limited)")
+      // With no removal meanwhile, what is made is stored.
+      #expect(store.valueOrInsert(forKey: "n") { 4 } == 4)
+      #expect(store["n"] == 4)
+    }
+  }
+
   @Test func aWriteAfterAnInvalidationIsKept() {
     let store = MemoryStore<String, Int>()
     store["k"] = 1

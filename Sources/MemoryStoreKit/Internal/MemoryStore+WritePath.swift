@@ -208,6 +208,10 @@ extension MemoryStore {
     if let newValue {
       previous = _table.stageSet(key, newValue, hash: hash)
     } else {
+      if _signals.loadsStarted.load(ordering: .relaxed) {
+        // A load of the key that read its source before this removal must not store it.
+        _recordRemovalForLoads(hash: hash, in: &access.state)
+      }
       previous = _table.stageRemoveNode(key, hash: hash)?.value.pointee
       guard previous != nil else {
         // Nothing to log; the other instances may hold the key, though.

@@ -423,6 +423,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ key: Key, hash: Int? = nil, reason: ChangeReason, checksExpiry: Bool = true,
     in store: MemoryStore<Key, Value>
   ) -> Value? {
+    if reason == .write && store._signals.loadsStarted.load(ordering: .relaxed) {
+      // A load of the key that read its source before this removal must not store it.
+      store._recordRemovalForLoads(hash: hash ?? key.hashValue, in: &access.state)
+    }
     guard let old = store._table.stageRemoveNode(key, hash: hash) else {
       if access.changes.feedsLocalChanges { noteLocalRemoval(key, reason) }
       return nil
@@ -480,6 +484,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if access.changes.feedsLocalChanges && reason == .write && !access.changes.suppressesFeed {
       // Even of an empty store: the other instances may hold entries.
       access.changes.appendLocal(.cleared)
+    }
+    if reason == .write && store._signals.loadsStarted.load(ordering: .relaxed) {
+      // Loads that read their source before this clear must not store what they read.
+      store._recordClearForLoads(in: &access.state)
     }
     let table = store._table
     let count = table.stagedCount

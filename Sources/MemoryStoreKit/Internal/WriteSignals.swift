@@ -37,6 +37,9 @@ struct _WriteSignals: ~Copyable, Sendable {
   @usableFromInline let writeTimesSince = Atomic<Int64>(0)
   /// Whether reads register with the Observation framework (``MemoryStore/tracksReads``).
   @usableFromInline let tracksReads = Atomic(false)
+  /// Whether a load or a get-or-create has started: from then on, a removal by a write is
+  /// recorded for the loads it may overtake (see ``_InvalidationRecord``). Set once.
+  @usableFromInline let loadsStarted = Atomic(false)
 
   @usableFromInline init() {}
 }

@@ -16,6 +16,13 @@ struct _InvalidationRecord: Sendable {
   private var forgottenAt: UInt64 = 0
   /// The generation of the latest invalidation of each key hash.
   private var keys: [Int: UInt64] = [:]
+  /// The generation of the latest removal by a write of a key, by a slot of its hash: empty
+  /// until the first (see ``recordRemoval(hash:)``).
+  private var removals: [UInt64] = []
+
+  /// The slots of ``removals``: two keys that share one overtake each other's loads, which
+  /// then store nothing (the next read loads again).
+  static var removalSlots: Int { 1_024 }
 
   /// Notes an invalidation of the keys whose hashes are `hashes`.
   mutating func record(_ hashes: some Sequence<Int>) {
@@ -27,6 +34,15 @@ struct _InvalidationRecord: Sendable {
       }
       keys[hash] = generation
     }
+  }
+
+  /// Notes a removal of the key whose hash is `hash` by a write of this store: a load or a
+  /// get-or-create of that key that started before read its source before the removal, and
+  /// must not store what it read. O(1).
+  mutating func recordRemoval(hash: Int) {
+    if removals.isEmpty { removals = Array(repeating: 0, count: Self.removalSlots) }
+    generation += 1
+    removals[hash & (Self.removalSlots - 1)] = generation
   }
 
   /// Notes an invalidation of every key.
@@ -41,5 +57,6 @@ struct _InvalidationRecord: Sendable {
   func overtook(hash: Int, since start: UInt64) -> Bool {
     guard generation > start else { return false }
     return forgottenAt > start || (keys[hash] ?? 0) > start
+      || (!removals.isEmpty && removals[hash & (Self.removalSlots - 1)] > start)
   }
 }

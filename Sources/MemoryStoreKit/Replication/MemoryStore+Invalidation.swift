@@ -186,7 +186,28 @@ extension MemoryStore {
   /// The generation of invalidations a load starting now must compare with when it stores
   /// (see ``_InvalidationRecord``). Read before the load reads its source.
   func _invalidationStart() -> UInt64 {
-    _invalidationGeneration.load(ordering: .acquiring)
+    // From now on, removals by writes are recorded too: a load must not store a value that a
+    // removal made after it read its source has made stale.
+    if !_signals.loadsStarted.load(ordering: .relaxed) {
+      _signals.loadsStarted.store(true, ordering: .sequentiallyConsistent)
+    }
+    return _invalidationGeneration.load(ordering: .acquiring)
+  }
+
+  /// Records a removal of the key whose hash is `hash` by a write, for the loads it
+  /// overtakes; under the write lock, once loads have started.
+  @usableFromInline @inline(never)
+  func _recordRemovalForLoads(hash: Int, in state: inout _WriterState<Key, Value>) {
+    state.invalidations.recordRemoval(hash: hash)
+    _invalidationGeneration.store(state.invalidations.generation, ordering: .releasing)
+  }
+
+  /// Records a removal of every key by a write (`removeAll()`), for the loads it overtakes;
+  /// under the write lock, once loads have started.
+  @usableFromInline @inline(never)
+  func _recordClearForLoads(in state: inout _WriterState<Key, Value>) {
+    state.invalidations.recordAll()
+    _invalidationGeneration.store(state.invalidations.generation, ordering: .releasing)
   }
 }
 
