@@ -215,22 +215,6 @@ struct _EvictionOrder: Sendable {
     if position >= links.capacity { links.grow(toHold: position) }
   }
 
-  /// Makes the entry at `newer` follow the one at `older` in `segment`; -1 for either end
-  /// (`newer` becomes the oldest, or `older` the newest).
-  @inlinable @inline(__always)
-  func connect(_ older: Int, _ newer: Int, in segment: inout _OrderSegment) {
-    if older >= 0 {
-      links.setNewer(older, Int32(truncatingIfNeeded: newer))
-    } else {
-      segment.oldest = newer
-    }
-    if newer >= 0 {
-      links.setOlder(newer, Int32(truncatingIfNeeded: older))
-    } else {
-      segment.newest = older
-    }
-  }
-
   /// Links the entry at `position` as the newest of `list`.
   @inlinable @inline(__always)
   mutating func link(_ position: Int, newestOf list: UInt8, cost: Int) {
@@ -253,7 +237,7 @@ struct _EvictionOrder: Sendable {
   mutating func unlink(_ position: Int, cost: Int) {
     let list = links.tag(position) & ~Self.uncountedWrite
     var segment = self[list: list]
-    connect(Int(links.older(position)), Int(links.newer(position)), in: &segment)
+    links.connect(Int(links.older(position)), Int(links.newer(position)), in: &segment)
     segment.count -= 1
     self[list: list] = segment
     if cost != 0 { addCost(-cost, to: list) }
@@ -302,8 +286,8 @@ struct _EvictionOrder: Sendable {
     let older = Int(links.older(from))
     let newer = Int(links.newer(from))
     links.setTag(to, tag)
-    connect(older, to, in: &segment)
-    connect(to, newer, in: &segment)
+    links.connect(older, to, in: &segment)
+    links.connect(to, newer, in: &segment)
     self[list: list] = segment
     if candidate == from { candidate = to }
   }

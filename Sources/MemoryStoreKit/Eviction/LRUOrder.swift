@@ -53,8 +53,8 @@ struct _LRUOrder: _EvictionOrdering {
     if to >= links.capacity { links.grow(toHold: to) }
     let (older, newer) = (Int(links.older(from)), Int(links.newer(from)))
     links.set(to, newer: Int32(newer), older: Int32(older), tag: 1)
-    if older >= 0 { links.setNewer(older, Int32(to)) } else { list.oldest = to }
-    if newer >= 0 { links.setOlder(newer, Int32(to)) } else { list.newest = to }
+    links.connect(older, to, in: &list)
+    links.connect(to, newer, in: &list)
   }
 
   @usableFromInline
@@ -141,11 +141,7 @@ struct _LRUOrder: _EvictionOrdering {
     if position >= links.capacity { links.grow(toHold: position) }
     let previous = list.newest
     links.set(position, newer: -1, older: Int32(truncatingIfNeeded: previous), tag: 1)
-    if previous >= 0 {
-      links.setNewer(previous, Int32(truncatingIfNeeded: position))
-    } else {
-      list.oldest = position
-    }
+    links.connect(previous, position, in: &list)
     list.newest = position
     list.count += 1
   }
@@ -153,17 +149,7 @@ struct _LRUOrder: _EvictionOrdering {
   /// Takes the entry at `position` out of the list.
   @inlinable
   mutating func unlink(_ position: Int) {
-    let (older, newer) = (Int(links.older(position)), Int(links.newer(position)))
-    if older >= 0 {
-      links.setNewer(older, Int32(truncatingIfNeeded: newer))
-    } else {
-      list.oldest = newer
-    }
-    if newer >= 0 {
-      links.setOlder(newer, Int32(truncatingIfNeeded: older))
-    } else {
-      list.newest = older
-    }
+    links.connect(Int(links.older(position)), Int(links.newer(position)), in: &list)
     list.count -= 1
   }
 }

@@ -62,6 +62,22 @@ struct _OrderLinks: Sendable {
     words[position] = words[position] & ((1 &<< 60) - 1) | UInt64(tag) &<< 60
   }
 
+  /// Makes the entry at `newer` follow the one at `older` in `segment`; -1 for either end
+  /// (`newer` becomes the oldest, or `older` the newest).
+  @inlinable @inline(__always)
+  func connect(_ older: Int, _ newer: Int, in segment: inout _OrderSegment) {
+    if older >= 0 {
+      setNewer(older, Int32(truncatingIfNeeded: newer))
+    } else {
+      segment.oldest = newer
+    }
+    if newer >= 0 {
+      setOlder(newer, Int32(truncatingIfNeeded: older))
+    } else {
+      segment.newest = older
+    }
+  }
+
   /// Sets every field of `position` at once.
   @inlinable @inline(__always)
   func set(_ position: Int, newer: Int32, older: Int32, tag: UInt8) {
