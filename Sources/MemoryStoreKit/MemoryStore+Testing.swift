@@ -29,13 +29,7 @@ extension MemoryStore {
   ///
   /// - Complexity: O(*n*).
   public var _entriesWithoutMetadata: Int {
-    _writer.withLock { _ in
-      var count = 0
-      _table._forEachNode(at: _table.publishedVersion) { node in
-        if !node.hasMetadata { count += 1 }
-      }
-      return count
-    }
+    _writer.withLock { _ in _table.entriesWithoutMetadata }
   }
 }
 

@@ -179,9 +179,7 @@ extension MemoryStore {
     // An entry that has expired by the instant the read starts is absent from its view.
     let early = _signals.nextExpiry.load(ordering: .acquiring)
     return _table.withCountedReadSection { version, counters in
-      let late = _signals.nextExpiry.load(ordering: .acquiring)
-      let expiredBy = _expiryCutoff(early: early, late: late)
-      return body(_ReadView(table: _table, version: version, expiredBy: expiredBy), counters)
+      body(_readView(at: version, earlyExpiry: early), counters)
     }
   }
 

@@ -42,6 +42,16 @@ extension MemoryStore {
       until: now.addingSaturating(idle), granule: Swift.max(1, Swift.min(idle / 64, 1_000_000_000)))
   }
 
+  /// What a read at `version`, inside a read section, sees: the table at that version, less
+  /// the entries expired by the time it starts. `early` is the earliest expiry loaded before
+  /// the version was (see ``_expiryCutoff(early:late:)``).
+  @inlinable @inline(__always)
+  func _readView(at version: UInt64, earlyExpiry early: Int64) -> _ReadView<Key, Value> {
+    let late = _signals.nextExpiry.load(ordering: .acquiring)
+    return _ReadView(
+      table: _table, version: version, expiredBy: _expiryCutoff(early: early, late: late))
+  }
+
   /// The time a read starts at if an entry visible to it may have expired by then, else
   /// `Int64.min` (see ``_ReadView/expiredBy``): what a read compares the deadlines it finds
   /// with. `early` is the earliest expiry loaded before the read's version, `late` the one

@@ -20,8 +20,6 @@ struct _Policy: Sendable {
   /// ``releaseChosenOrder()``), held unmanaged so that the policy stays a plain value, which
   /// the write path reaches without any reference counting.
   @usableFromInline var chosenOrderBox: Unmanaged<_ChosenOrder>?
-  /// Whether an order is chosen in place of ``order``: what every call of the order tests.
-  @usableFromInline var hasChosenOrder = false
   /// The policy the store's user chose.
   @usableFromInline var evictionPolicy = EvictionPolicy.adaptive
   @usableFromInline var expiry = _Expiry()
@@ -133,10 +131,7 @@ struct _Policy: Sendable {
       entries += 1
     }
     // Entries written before the policy was active may have no metadata, and no place.
-    var withoutMetadata = 0
-    table._forEachNode(at: table.publishedVersion) { node in
-      if !node.hasMetadata { withoutMetadata += 1 }
-    }
+    let withoutMetadata = table.entriesWithoutMetadata
     if entries != table.stagedCount - withoutMetadata {
       return
         "the store has \(table.stagedCount - withoutMetadata) entries with metadata, the ring \(entries)"
@@ -177,6 +172,11 @@ extension _Policy {
     chosenOrder.pointee.untrack(node)
   }
 
+  /// Whether an order is chosen in place of ``order``: what every call of the order tests (a
+  /// pointer compared with nil).
+  @inlinable
+  var hasChosenOrder: Bool { chosenOrderBox != nil }
+
   /// The chosen order's box; only while ``hasChosenOrder``.
   @inlinable
   var chosenOrder: _ChosenOrder { chosenOrderBox.unsafelyUnwrapped.takeUnretainedValue() }
@@ -188,7 +188,6 @@ extension _Policy {
     order = _EvictionOrder()
     if let made = policy._makeOrder() {
       chosenOrderBox = Unmanaged.passRetained(_ChosenOrder(made))
-      hasChosenOrder = true
     }
   }
 
@@ -196,7 +195,6 @@ extension _Policy {
   mutating func releaseChosenOrder() {
     chosenOrderBox?.release()
     chosenOrderBox = nil
-    hasChosenOrder = false
   }
 
   /// Whether entries are kept in the order: from the first limit on.

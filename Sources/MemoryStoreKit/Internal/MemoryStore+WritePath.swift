@@ -324,8 +324,8 @@ extension MemoryStore {
   }
 
   /// Removes every entry that has expired by now, a chunk per write, yielding the lock between
-  /// chunks: the work of a caller that reports on or judges the entries (statistics, a purge),
-  /// never of a read.
+  /// chunks: the expiry timer's work, and that of a caller that reports on or judges the
+  /// entries (statistics, a purge); never a read's.
   func _removeExpiredEntries() {
     guard _signals.nextExpiry.load(ordering: .acquiring) != .max else { return }
     let now = _clockNanos()
@@ -338,17 +338,10 @@ extension MemoryStore {
   /// The expiry timer: removes what has expired and arms the timer for the next expiry.
   @usableFromInline
   func _expiryTimerFired(_ deadline: Int64) {
-    let now = _clockNanos()
-    var isFirst = true
-    repeat {
-      if !isFirst { _writer.yieldToWaiters() }
-      _transact { write in
-        if isFirst && write.policy.expiry.sweepArmedFor == deadline {
-          write.policy.expiry.sweepArmedFor = nil
-        }
-      }
-      isFirst = false
-    } while _signals.nextExpiry.load(ordering: .acquiring) <= now
+    _transact { write in
+      if write.policy.expiry.sweepArmedFor == deadline { write.policy.expiry.sweepArmedFor = nil }
+    }
+    _removeExpiredEntries()
   }
 
   /// Sets a limit and evicts down to it.

@@ -297,11 +297,7 @@ extension MemoryStore {
     let early = _signals.nextExpiry.load(ordering: .acquiring)
     let (section, subscription, last) = _publishChanges(disarm: false, subscribing: sink)
       .unsafelyUnwrapped
-    let late = _signals.nextExpiry.load(ordering: .acquiring)
-    let result = read(
-      _ReadView(
-        table: _table, version: section.version,
-        expiredBy: _expiryCutoff(early: early, late: late)))
+    let result = read(_readView(at: section.version, earlyExpiry: early))
     _table.leaveReadSection(section.token)
     return (subscription, result, last)
   }

@@ -74,7 +74,7 @@ extension MemoryStore {
         guard state.changes.observesReads != newValue else { return nil }
         state.changes.observesReads = newValue
         _signals.tracksReads.store(newValue, ordering: .releasing)
-        return newValue ? nil : _readObservers.with { $0.registeredBuckets(clearing: true) }
+        return newValue ? nil : _readObservers.with { $0.takeRegisteredBuckets() }
       }
       if let released, !released.isEmpty {
         _readObservers.with { $0.hand(over: released, on: _clock.scheduler) }

@@ -240,14 +240,12 @@ final class _ReadObservers: @unchecked Sendable {
     return true
   }
 
-  /// Every bucket a tracked read registered; with `clearing`, cleared (tracking is turned off,
-  /// and every observation registered so far is told).
-  func registeredBuckets(clearing: Bool) -> [Int] {
+  /// Takes every bucket a tracked read registered, clearing them: tracking is turned off, and
+  /// every observation registered so far is told.
+  func takeRegisteredBuckets() -> [Int] {
     var taken: [Int] = []
-    for word in 0..<Self.wordCount {
-      guard bits[word].load(ordering: .relaxed) != 0 else { continue }
-      var set =
-        clearing ? bits[word].exchange(0, ordering: .relaxed) : bits[word].load(ordering: .relaxed)
+    for word in 0..<Self.wordCount where bits[word].load(ordering: .relaxed) != 0 {
+      var set = bits[word].exchange(0, ordering: .relaxed)
       while set != 0 {
         taken.append(word << 6 | set.trailingZeroBitCount)
         set &= set - 1

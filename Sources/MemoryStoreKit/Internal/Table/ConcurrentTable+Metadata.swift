@@ -38,6 +38,18 @@ extension _ConcurrentTable {
     writer.pointee.everyEntryHasMetadata = writer.pointee.count == 0
   }
 
+  /// The number of entries whose nodes have no metadata (written before nodes carried it, and
+  /// not since). Write lock held; nothing staged.
+  ///
+  /// - Complexity: O(*n*); for checks.
+  var entriesWithoutMetadata: Int {
+    var count = 0
+    _forEachNode(at: publishedVersion) { node in
+      if !node.hasMetadata { count += 1 }
+    }
+    return count
+  }
+
   /// Stages a copy with `metadata` of every entry whose node has none (the values unchanged,
   /// so readers see no change once it is published), calling `body` with each copy and the
   /// node it replaces: what an eviction order and a decider, which walk the ring, need first.
