@@ -355,9 +355,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       do {
         try await table.create(on: connection, logger: logger)
       } catch {
-        // Another instance created it at the same moment: `IF NOT EXISTS` does not cover a
-        // race, which ends in a unique violation on the catalog (or "already exists"). Once
-        // more, for what this attempt did not reach (the index).
+        // Instances of this package wait for each other (``SharedTable/create(on:logger:)``);
+        // something else creating the table at the same moment ends in a unique violation on
+        // the catalog (or "already exists"). Once more, for what this attempt did not reach.
         guard ["23505", "42P07"].contains(Self.sqlState(of: error)) else { throw error }
         try await table.create(on: connection, logger: logger)
       }

@@ -35,7 +35,29 @@ struct SharedTable: Sendable {
     var secondsToLive: Double?
   }
 
+  /// Creates the table and its index, if missing, in one transaction that first takes an
+  /// advisory lock named after the table: `IF NOT EXISTS` alone does not cover instances
+  /// creating the same table at the same moment (one of them ends in a unique violation on the
+  /// catalog), so those wait for each other and the later ones find both in place.
   func create(on connection: PostgresConnection, logger: Logger) async throws {
+    _ = try await connection.query("BEGIN", logger: logger).collect()
+    do {
+      _ = try await connection.query(
+        "SELECT pg_advisory_xact_lock(hashtext(\(name)))", logger: logger
+      ).collect()
+      try await createInTransaction(on: connection, logger: logger)
+      _ = try await connection.query("COMMIT", logger: logger).collect()
+    } catch {
+      // The error that ended the transaction is the one to report; a rollback that fails
+      // too leaves a connection the pool closes.
+      _ = try? await connection.query("ROLLBACK", logger: logger).collect()
+      throw error
+    }
+  }
+
+  private func createInTransaction(on connection: PostgresConnection, logger: Logger)
+    async throws
+  {
     _ = try await connection.query(
       """
       CREATE TABLE IF NOT EXISTS \(unescaped: name) (
