@@ -15,18 +15,19 @@ extension MemoryStore {
   /// slow path can make one allocation cost microseconds.
   @inlinable static var _trimChunk: Int { 128 }
 
-  /// Performs one write: ``_openWrite(_:timeToLive:activatingPolicy:collectingExpiredKeys:)``,
-  /// `body`, then ``_closeWrite(_:limits:freesHere:)``. Every write of the store goes through
-  /// those two functions: they take the lock, begin a ``_Transaction`` (removing the entries
-  /// due to expire), and, after the write's changes, end it (evicting to `limits`), commit it
-  /// (publishing the table's staged version, logging changes and removals), release the lock,
-  /// and then do what the write left to do: free what it retired, schedule batches and
+  /// Performs one write: every write of the store but the plain one of a store without a
+  /// policy (``_performPlainKeyed(_:_:)``) goes through this function, which takes the write
+  /// lock and releases it. Under the lock it decides the time the write runs at
+  /// (``_writeTime(timeToLive:readBefore:_:)``), begins a ``_Transaction`` (removing the
+  /// entries due to expire), runs `body` on it, ends it (evicting to `limits`) and commits it
+  /// (``_commitStaged(_:logged:cleared:deliversRemovals:nextExpiry:)``: publishing the table's
+  /// staged version, logging changes and removals). After unlocking it does what the write
+  /// left to do (``_finish(_:now:freesHere:)``): free what it retired, schedule batches and
   /// removal deliveries, arm the expiry timer.
   ///
   /// - Parameters:
   ///   - reason: Why the write's changes happen, as change batches report them.
-  ///   - timeToLive: A time to live the write gives: the write then reads the clock (see
-  ///     ``_lockForWrite(timeToLive:now:)``).
+  ///   - timeToLive: A time to live the write gives: the write then reads the clock.
   ///   - activatingPolicy: Whether entries must carry metadata from this write on (a cost or
   ///     a time to live, a setting of the policy).
   ///   - collectingExpiredKeys: Whether the write keeps the keys of the entries it finds
@@ -41,41 +42,50 @@ extension MemoryStore {
     collectingExpiredKeys: Bool = false, limits: _LimitsPass = .toLimits,
     freesHere: Bool = false, _ body: (inout _Transaction<Key, Value>) -> R
   ) -> R {
-    var write = _openWrite(
-      reason, timeToLive: timeToLive, activatingPolicy: activatingPolicy,
-      collectingExpiredKeys: collectingExpiredKeys)
+    // A scheduler of the user's is user code: its clock is read before locking.
+    let readBefore = _clock.systemOrigin == 0 ? _clockNanos() : 0
+    let access = _writer.lock()
+    var write = _Transaction(
+      store: self, access: access, now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
+      reason: reason, collectsExpiredKeys: collectingExpiredKeys)
+    if activatingPolicy { write.activatePolicy(in: self) }
+    write.begin(in: self)
     let result = body(&write)
-    _closeWrite(write, limits: limits, freesHere: freesHere)
+    let now = write.now
+    let effects = write.close(limits, in: self)
+    _writer.unlock(access)
+    _finish(effects, now: now, freesHere: freesHere)
     return result
   }
 
-  /// Takes the write lock and begins a write (see ``_transact(_:timeToLive:activatingPolicy:collectingExpiredKeys:limits:freesHere:_:)``).
+  /// Commits a write that changed the store: counts it for change batches, and publishes the
+  /// table's staged version, around which it stores `nextExpiry`, the earliest deadline
+  /// (`nil` without metadata: no entry expires). Every write that changes the store commits
+  /// here: a transaction (``_Transaction/commit(in:)``), and the plain write
+  /// (``_performPlainKeyed(_:_:)``). The write lock is held.
+  ///
+  /// - Parameters:
+  ///   - logged: The change log's length when the write began.
+  ///   - cleared: Whether the write emptied the store.
+  ///   - deliversRemovals: Whether it logged removals whose delivery must be scheduled.
+  /// - Returns: What the publication retired, and what to schedule for what the write logged,
+  ///   both for after unlocking.
   @inlinable @inline(__always)
-  func _openWrite(
-    _ reason: ChangeReason = .write, timeToLive: Duration? = nil, activatingPolicy: Bool = false,
-    collectingExpiredKeys: Bool = false
-  ) -> _Transaction<Key, Value> {
-    var now: Int64 = 0
-    let access = _lockForWrite(timeToLive: timeToLive, now: &now)
-    var write = _Transaction(
-      store: self, access: access, now: now, reason: reason,
-      collectsExpiredKeys: collectingExpiredKeys)
-    if activatingPolicy { write.activatePolicy(in: self) }
-    write.begin(in: self)
-    return write
-  }
-
-  /// Ends, commits and closes `write`: releases the write lock, then does what the write left
-  /// to do (see ``_transact(_:timeToLive:activatingPolicy:collectingExpiredKeys:limits:freesHere:_:)``).
-  @inlinable @inline(__always)
-  func _closeWrite(
-    _ write: consuming _Transaction<Key, Value>, limits: _LimitsPass = .toLimits,
-    freesHere: Bool = false
-  ) {
-    write.end(limits, in: self)
-    write.commit(in: self)
-    _writer.unlock(write.access)
-    _finish(write.effects, now: write.now, freesHere: freesHere)
+  func _commitStaged(
+    _ access: _WriteAccess<Key, Value>, logged: Int, cleared: Bool, deliversRemovals: Bool,
+    nextExpiry: Int64?
+  ) -> (garbage: _TableGarbage?, followUp: _TrackingFollowUp?) {
+    let followUp = access.changes.commit(
+      logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
+    guard let nextExpiry else { return (_table.publish(), followUp) }
+    // A read that sees this write must see an earlier expiry it brings; a later one only
+    // once the expired entries are gone from what readers see. Stored only when it changes:
+    // every read loads it.
+    let current = _signals.nextExpiry.load(ordering: .relaxed)
+    if nextExpiry < current { _signals.nextExpiry.store(nextExpiry, ordering: .relaxed) }
+    let garbage = _table.publish()
+    if nextExpiry > current { _signals.nextExpiry.store(nextExpiry, ordering: .releasing) }
+    return (garbage, followUp)
   }
 
   /// Does what a write left to do after unlocking; with `freesHere`, frees what it retired on
@@ -107,45 +117,39 @@ extension MemoryStore {
     }
   }
 
-  /// Takes the write lock for a write, and sets `now` to the time it runs at: the clock, read
-  /// before locking (the scheduler may be user code), or 0 when no entry's time matters (no
-  /// time to live given or by default, no decider, which reads write times, and no entry that
-  /// expires), which nothing then reads. If the store started timing entries between the look
-  /// and the lock, it unlocks, reads the clock and locks again.
+  /// The time a write runs at, decided under the write lock: 0 when no entry's time matters
+  /// (no time to live given or by default, no decider, which reads write times, and no entry
+  /// that expires), which nothing then reads; otherwise the clock. The system's clock is read
+  /// here, under the lock, which runs no user code; a scheduler of the user's was read before
+  /// locking, as `readBefore`.
   ///
   /// When only write times need it (a decider, no time to live given or by default, no entry
   /// that expires), the system's coarse clock does (see ``EvictionContext/writtenAt``): cheaper
   /// to read than the clock, for a write time at most a tick early.
   @inlinable @inline(__always)
-  func _lockForWrite(timeToLive: Duration?, now: inout Int64) -> _WriteAccess<Key, Value> {
-    if timeToLive == nil && !_needsClock {
-      let access = _writer.lock()
-      guard _needsClock else { return access }
-      _writer.unlock(access)
-    }
-    return _lockForTimedWrite(timeToLive: timeToLive, now: &now)
+  func _writeTime(
+    timeToLive: Duration?, readBefore: Int64, _ access: _WriteAccess<Key, Value>
+  ) -> Int64 {
+    guard timeToLive != nil || _needsClock else { return 0 }
+    return _timedWriteTime(timeToLive: timeToLive, readBefore: readBefore, access)
   }
 
-  /// ``_lockForWrite(timeToLive:now:)`` when the write reads a clock (out of line: see
+  /// ``_writeTime(timeToLive:readBefore:_:)`` when the write reads a clock (out of line: see
   /// ``_finishRarely(_:now:)``).
   @usableFromInline @inline(never)
-  func _lockForTimedWrite(timeToLive: Duration?, now: inout Int64) -> _WriteAccess<Key, Value> {
-    if timeToLive == nil && _signals.keepsWriteTimes.load(ordering: .relaxed)
-      && _clock.coarseOffset != 0
+  func _timedWriteTime(
+    timeToLive: Duration?, readBefore: Int64, _ access: _WriteAccess<Key, Value>
+  ) -> Int64 {
+    let systemOrigin = _clock.systemOrigin
+    guard systemOrigin != 0 else { return readBefore }
+    if timeToLive == nil && _clock.coarseOffset != 0
+      && _signals.keepsWriteTimes.load(ordering: .relaxed)
       && _signals.nextExpiry.load(ordering: .relaxed) == .max
+      && access.policy.expiry.defaultLifetime == nil
     {
-      let coarse = _SystemClock.coarse &- _clock.systemOrigin
-      let access = _writer.lock()
-      if _signals.nextExpiry.load(ordering: .relaxed) == .max
-        && access.policy.expiry.defaultLifetime == nil
-      {
-        now = coarse
-        return access
-      }
-      _writer.unlock(access)
+      return _SystemClock.coarse &- systemOrigin
     }
-    now = _clockNanos()
-    return _writer.lock()
+    return _SystemClock.nanoseconds - systemOrigin
   }
 
   /// Whether writes must read the clock: the store times entries (a decider or a default time
@@ -185,12 +189,13 @@ extension MemoryStore {
       activatingPolicy: activatingPolicy)
   }
 
-  /// The write of a key in a store without a policy: the one write that does not make a
-  /// ``_Transaction``, because it pays. Nothing but staging, logging and publishing does
-  /// anything in such a store (no clock, no expiry, no limits), and the logging and the
-  /// commit are the transaction's own: ``_WriterState/logWrite(_:_:previous:reason:)`` and
-  /// ``_ChangeTracker/commit(logged:cleared:deliversRemovals:)``. Spelt out, the table's
-  /// staging inlines into it, which it does not through a transaction.
+  /// The write of a key in a store without a policy, the one write that makes no
+  /// ``_Transaction``: nothing but staging, logging and committing does anything in such a
+  /// store (no clock, no expiry, no limits), and it shares those with every other write
+  /// (``_WriterState/logWrite(_:_:previous:reason:hash:)``,
+  /// ``_commitStaged(_:logged:cleared:deliversRemovals:nextExpiry:)`` and
+  /// ``_finish(_:now:freesHere:)``). Spelt out, the table's staging inlines into it, which
+  /// it does not through a transaction.
   ///
   /// - Returns: Whether it wrote (`false`: the store got a policy meanwhile, and the caller
   ///   writes through a transaction), and the value replaced or removed.
@@ -221,106 +226,94 @@ extension MemoryStore {
         return (true, nil)
       }
     }
-    _commitUntransacted(key, newValue, previous: previous, hash: hash, logged: logged, access)
+    let deliversRemovals = access.state.logWrite(
+      key, newValue, previous: previous, reason: .write, hash: hash)
+    let (garbage, followUp) = _commitStaged(
+      access, logged: logged, cleared: false, deliversRemovals: deliversRemovals,
+      nextExpiry: nil)
+    _writer.unlock(access)
+    // What ``_finish(_:now:freesHere:)`` does with these, with nothing else to do.
+    _release(garbage)
+    if let followUp { _followUp(followUp) }
     return (true, previous)
   }
 
-  /// The end of a write that makes no transaction (``_performPlainKeyed(_:_:)``, and the
-  /// rewrite of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)``), with what the transaction's own logging and commit
-  /// do: logs `key` → `newValue` in place of `previous` (whose hash is `hash`; the log was
-  /// `logged` long when the write began), commits and publishes, releases the lock, then frees
-  /// what the write retired and schedules what it left to do.
-  @inlinable @inline(__always)
-  func _commitUntransacted(
-    _ key: Key, _ newValue: Value?, previous: Value?, hash: Int, logged: Int,
-    _ access: _WriteAccess<Key, Value>
-  ) {
-    let deliversRemovals = access.state.logWrite(
-      key, newValue, previous: previous, reason: .write, hash: hash)
-    let followUp = access.changes.commit(
-      logged: logged, cleared: false, deliversRemovals: deliversRemovals)
-    let garbage = _table.publish()
-    _writer.unlock(access)
-    // What `_finish(_:now:freesHere:)` does with these, with nothing else to do.
-    _release(garbage)
-    if let followUp { _followUp(followUp) }
-  }
-
   /// The write of ``_performKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that sets a value
-  /// through a transaction.
+  /// in a store with a policy: ``_transact(_:timeToLive:activatingPolicy:collectingExpiredKeys:limits:freesHere:_:)``
+  /// spelt out, with one shortcut that shares its commit.
   ///
-  /// Out of line: inlined beside ``_performPlainKeyed(_:_:)``, it makes the function too large
-  /// for the compiler to inline the table's staging into either.
+  /// A write that needs no clock (no time to live given or by default, no decider, no entry
+  /// that expires) has nothing to remove at its beginning, so it stages the value first. A new
+  /// value for a key present, of the same cost or in a store without a cost limit, then
+  /// changes no count, no total cost, no deadline and no list of the eviction order: it is
+  /// logged and committed as every write is, without a transaction, its node keeping its ring
+  /// position and, raised by the write, its counter. Any other such write is accounted for by
+  /// a transaction begun after the staging (``_Transaction/noteStaged(_:_:replacing:node:hash:in:)``,
+  /// the accounting every set shares).
   ///
-  /// A store with a policy that times no entry, and where no entry expires, needs no clock:
-  /// the write hashes the key, locks and stages the value at once. A new value for a key
-  /// present (of the same cost, or in a store without a cost limit) changes no count, no total
-  /// cost, no deadline and no list of the eviction order, so a transaction's beginning and end
-  /// have nothing to do: it is logged and published as in ``_performPlainKeyed(_:_:)``, the
-  /// entry's node keeping its ring position and, raised by the write, its counter. Any other
-  /// write of that store is accounted for by a transaction begun under the same lock
-  /// (``_finishStagedSet(_:_:replacing:node:hash:access:)``).
+  /// Out of line: inlined beside ``_performPlainKeyed(_:_:)``, it makes the function too
+  /// large for the compiler to inline the table's staging into either.
   @inlinable @inline(never)
   func _setKeyed(
     _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?, activatingPolicy: Bool
   ) -> Value? {
-    // Set once, never cleared: true before the lock, true under it.
+    let hash = key.hashValue
+    // A scheduler of the user's is user code: its clock is read before locking.
+    let readBefore = _clock.systemOrigin == 0 ? _clockNanos() : 0
+    let access = _writer.lock()
+    var write: _Transaction<Key, Value>
+    let previous: Value?
     if timeToLive == nil && !activatingPolicy && !_needsClock
       && _signals.policyActive.load(ordering: .relaxed)
     {
-      let hash = key.hashValue
-      let access = _writer.lock()
-      if !_needsClock {
-        let logged = access.changes.appendCount
-        // The metadata a transaction gives a write that needs no clock (no write time, no
-        // deadline, no idle deadline).
-        let (old, node) = _table.stageSet(
-          key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
-          idleExpiresAt: .max, hash: hash)
-        guard let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
-          old.cost == cost || access.policy.limits.costLimit == 0
-        else { return _finishStagedSet(key, value, replacing: old, node: node, hash: hash, access) }
+      let logged = access.changes.appendCount
+      // The metadata a transaction gives a write that needs no clock (no write time, no
+      // deadline, no idle deadline).
+      let (old, node) = _table.stageSet(
+        key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
+        idleExpiresAt: .max, hash: hash)
+      if let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
+        old.cost == cost || access.policy.limits.costLimit == 0
+      {
         // The cost's difference, if any; the entry keeps its place in the order.
         access.policy.track(node, replacing: old, count: _table.stagedCount)
         let previous = old.value.pointee
-        _commitUntransacted(key, value, previous: previous, hash: hash, logged: logged, access)
+        let deliversRemovals = access.state.logWrite(
+          key, value, previous: previous, reason: .write, hash: hash)
+        let (garbage, followUp) = _commitStaged(
+          access, logged: logged, cleared: false, deliversRemovals: deliversRemovals,
+          nextExpiry: nil)
+        _writer.unlock(access)
+        _release(garbage)
+        if let followUp { _followUp(followUp) }
         return previous
       }
-      _writer.unlock(access)
+      write = _Transaction(
+        store: self, access: access, now: 0, reason: .write, collectsExpiredKeys: false)
+      let applied = write.noteStaged(key, value, replacing: old, node: node, hash: hash, in: self)
+      write.protected = applied.position
+      previous = applied.previous
+    } else {
+      write = _Transaction(
+        store: self, access: access,
+        now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
+        reason: .write, collectsExpiredKeys: false)
+      if activatingPolicy { write.activatePolicy(in: self) }
+      write.begin(in: self)
+      previous = write.set(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: self)
     }
-    var write = _openWrite(timeToLive: timeToLive, activatingPolicy: activatingPolicy)
-    let previous = write.set(key, value, cost: cost, timeToLive: timeToLive, in: self)
-    _closeWrite(write)
+    let now = write.now
+    let effects = write.close(.toLimits, in: self)
+    _writer.unlock(access)
+    _finish(effects, now: now, freesHere: false)
     return previous
-  }
-
-  /// The rest of ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)`` for a value it staged,
-  /// as `node` in place of `old`, that is not a plain rewrite: a transaction begun under the
-  /// lock the caller holds, at the time 0 that a write needing no clock runs at, accounts for
-  /// it and ends (evicting to the limits). Nothing is due to expire, so beginning it after the
-  /// staging removes nothing. Out of line, so that each function has one transaction to
-  /// inline.
-  @inlinable @inline(never)
-  func _finishStagedSet(
-    _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?, node: _Node<Key, Value>,
-    hash: Int, _ access: _WriteAccess<Key, Value>
-  ) -> Value? {
-    var write = _Transaction(
-      store: self, access: access, now: 0, reason: .write, collectsExpiredKeys: false)
-    let applied = write.noteStaged(key, value, replacing: old, node: node, hash: hash, in: self)
-    write.protected = applied.position
-    _closeWrite(write)
-    return applied.previous
   }
 
   /// The write of ``_performKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that removes the
   /// key (see ``_setKeyed(_:_:cost:timeToLive:activatingPolicy:)``).
   @inlinable @inline(never)
   func _removeKeyed(_ key: Key) -> Value? {
-    var write = _openWrite()
-    let previous = write.remove(key, reason: .write, in: self)
-    _closeWrite(write)
-    return previous
+    _transact { write in write.remove(key, reason: .write, in: self) }
   }
 
   /// Removes every entry that has expired by now, a chunk per write, yielding the lock between

@@ -12,6 +12,17 @@ struct _WriteEffects {
   @usableFromInline var armSweepAt: Int64?
 
   @inlinable init() {}
+
+  /// Adds what a publication retired to what is freed after unlocking.
+  @inlinable @inline(__always)
+  mutating func retire(_ retired: consuming _TableGarbage?) {
+    guard let retired else { return }
+    if garbage == nil {
+      garbage = retired
+    } else {
+      garbage?.items.append(contentsOf: retired.items)
+    }
+  }
 }
 
 /// How a write's end keeps the store within its limits.
@@ -55,7 +66,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// The proof that the write lock is held, and the way to the writers' state.
   @usableFromInline let access: _WriteAccess<Key, Value>
   /// The time the write runs at (0 when no entry's time matters; see
-  /// ``MemoryStore/_lockForWrite(timeToLive:now:)``).
+  /// ``MemoryStore/_writeTime(timeToLive:readBefore:_:)``).
   @usableFromInline let now: Int64
   /// Why the write's changes happen, as change batches report it.
   @usableFromInline let reason: ChangeReason
@@ -213,6 +224,15 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       cacheful: policy.limits.cacheful(count: store._table.stagedCount))
   }
 
+  /// Ends and commits the write; returns what is left to do after unlocking.
+  @inlinable @inline(__always)
+  consuming func close(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) -> _WriteEffects
+  {
+    end(limits, in: store)
+    commit(in: store)
+    return effects
+  }
+
   /// Commits the write: publishes what it staged and completes ``effects``, what is left to do
   /// after unlocking.
   @inlinable @inline(__always)
@@ -236,26 +256,11 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       }
       return
     }
-    effects.followUp = access.changes.commit(
-      logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
-    // A read that sees this write must see an earlier expiry it brings; a later one only
-    // once the expired entries are gone from what readers see. Stored only when it changes:
-    // every read loads it. (Without metadata, no entry expires: both are `Int64.max`.)
-    let current = store._signals.nextExpiry.load(ordering: .relaxed)
-    if nextExpiry < current { store._signals.nextExpiry.store(nextExpiry, ordering: .relaxed) }
-    retire(store._table.publish())
-    if nextExpiry > current { store._signals.nextExpiry.store(nextExpiry, ordering: .releasing) }
-  }
-
-  /// Adds what a publication retired to what is freed after unlocking.
-  @inlinable @inline(__always)
-  mutating func retire(_ garbage: consuming _TableGarbage?) {
-    guard let garbage else { return }
-    if effects.garbage == nil {
-      effects.garbage = garbage
-    } else {
-      effects.garbage?.items.append(contentsOf: garbage.items)
-    }
+    let (garbage, followUp) = store._commitStaged(
+      access, logged: logged, cleared: cleared, deliversRemovals: deliversRemovals,
+      nextExpiry: carriesMetadata ? nextExpiry : nil)
+    effects.followUp = followUp
+    effects.retire(garbage)
   }
 
   // MARK: Changes
