@@ -46,7 +46,8 @@ extension MemoryStore {
     let readBefore = _clock.systemOrigin == 0 ? _clockNanos() : 0
     let access = _writer.lock()
     var write = _Transaction(
-      store: self, access: access, now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
+      store: self, access: access,
+      now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
       reason: reason, collectsExpiredKeys: collectingExpiredKeys)
     if activatingPolicy { write.activatePolicy(in: self) }
     write.begin(in: self)

@@ -226,8 +226,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   /// Ends and commits the write; returns what is left to do after unlocking.
   @inlinable @inline(__always)
-  consuming func close(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) -> _WriteEffects
-  {
+  consuming func close(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) -> _WriteEffects {
     end(limits, in: store)
     commit(in: store)
     return effects
