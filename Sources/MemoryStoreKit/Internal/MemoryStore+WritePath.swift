@@ -52,10 +52,11 @@ extension MemoryStore {
     if activatingPolicy { write.activatePolicy(in: self) }
     write.begin(in: self)
     let result = body(&write)
-    let now = write.now
-    let effects = write.close(limits, in: self)
+    write.close(limits, in: self)
     _writer.unlock(access)
-    _finish(effects, now: now, freesHere: freesHere)
+    // Read from the transaction, not copied out of it: a copy of the effects, just written
+    // field by field, costs a stalled load.
+    _finish(write.effects, now: write.now, freesHere: freesHere)
     return result
   }
 
@@ -303,10 +304,9 @@ extension MemoryStore {
       write.begin(in: self)
       previous = write.set(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: self)
     }
-    let now = write.now
-    let effects = write.close(.toLimits, in: self)
+    write.close(.toLimits, in: self)
     _writer.unlock(access)
-    _finish(effects, now: now, freesHere: false)
+    _finish(write.effects, now: write.now, freesHere: false)
     return previous
   }
 

@@ -224,12 +224,11 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       cacheful: policy.limits.cacheful(count: store._table.stagedCount))
   }
 
-  /// Ends and commits the write; returns what is left to do after unlocking.
+  /// Ends and commits the write: what is left to do after unlocking is then ``effects``.
   @inlinable @inline(__always)
-  consuming func close(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) -> _WriteEffects {
+  mutating func close(_ limits: _LimitsPass, in store: MemoryStore<Key, Value>) {
     end(limits, in: store)
     commit(in: store)
-    return effects
   }
 
   /// Commits the write: publishes what it staged and completes ``effects``, what is left to do
