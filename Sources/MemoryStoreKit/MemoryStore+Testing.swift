@@ -22,14 +22,16 @@ extension MemoryStore {
 
   /// Whether values replaced or removed by writes are still allocated, waiting for readers
   /// to leave. Not part of the supported API.
-  public var _retainsReplacedValues: Bool { _writer.withLock { _ in _table.retainedCount > 0 } }
+  public var _retainsReplacedValues: Bool {
+    _writer.withAccess { _table.retainedCount($0.held) > 0 }
+  }
 
   /// The number of entries whose nodes carry no metadata: those written before the store's
   /// first write with a cost or a time to live, and not since. Not part of the supported API.
   ///
   /// - Complexity: O(*n*).
   public var _entriesWithoutMetadata: Int {
-    _writer.withLock { _ in _table.entriesWithoutMetadata }
+    _writer.withAccess { _table.entriesWithoutMetadata($0.held) }
   }
 }
 
@@ -62,11 +64,11 @@ extension MemoryStore {
   /// as many entries as the store, and the total cost and the expiry heap agree with them;
   /// returns a description of the first difference. Not part of the supported API.
   public func _policyMismatch() -> String? {
-    _writer.withLock { state in
+    _writer.withAccess { access in
       guard _signals.policyActive.load(ordering: .relaxed) else { return nil }
       // That the ring holds each entry's current node once, at its own position, is the
-      // table's invariant (`_ConcurrentTable._checkInvariants()`).
-      return state.policy._checkInvariants(_table)
+      // table's invariant (`_ConcurrentTable._checkInvariants(_:)`).
+      return access.policy._checkInvariants(_table, access.held)
     }
   }
 }
@@ -85,14 +87,15 @@ extension MemoryStore {
   /// Call it when no write is in progress (after a run), as the stress and mirror tests do.
   public func _checkInvariants() {
     #if DEBUG
-      _writer.withLock { state in
-        _table._checkInvariants()
+      _writer.withAccess { access in
+        _table._checkInvariants(access.held)
+        let state = access.state
         if let broken = state.changes._checkInvariants() ?? state.removals._checkInvariants() {
           preconditionFailure("Internal inconsistency: \(broken)")
         }
         guard _signals.policyActive.load(ordering: .relaxed) else { return }
         let policy = state.policy
-        let count = _table.stagedCount
+        let count = _table.stagedCount(access.held)
         precondition(
           policy.limits.countLimit == 0 || count <= policy.limits.countLimit,
           "Internal inconsistency: \(count) entries over the limit of \(policy.limits.countLimit)"

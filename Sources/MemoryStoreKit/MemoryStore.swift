@@ -485,13 +485,13 @@ extension MemoryStore {
     // value's deinit may use the store).
     if DispatchQueue.getSpecific(key: _Freeing.key) == nil { _freeQueue.sync {} }
     // Bounded, so that writers made meanwhile cannot keep it going.
-    var steps = _writer.withLock { _ in
-      _table.retainedCount / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
+    var steps = _writer.withAccess { access in
+      _table.retainedCount(access.held) / _ConcurrentTable<Key, Value>.tombstonesPerReclaim + 8
     }
     while steps > 0 {
       steps -= 1
       _writer.yieldToWaiters()
-      let step = _writer.withLock { _ in _table.reclaimStep() }
+      let step = _writer.withAccess { _table.reclaimStep($0.held) }
       // Freed here, whatever its size: the caller waits for it.
       if let garbage = step.garbage { _table._free(garbage) }
       if step.isFinished { return }

@@ -197,7 +197,7 @@ import Testing
       if let garbage = table.publish() { table._free(garbage) }
       for key in 0..<20_000 where key % 10 != 0 { table.stageRemove(TrackedKey(tracker, key)) }
       if let garbage = table.publish() { table._free(garbage) }
-      #expect(table._writer.underWriteLock.pointee.tombstoneCount == 18_000)
+      #expect(table.tombstoneCount == 18_000)
       // Later writes unlink them a bounded number per reclamation, and free them.
       var steps = 0
       while table.retainedCount > 0 && steps < 1_000 {
@@ -207,7 +207,7 @@ import Testing
       }
       #expect(steps >= 18_000 / _ConcurrentTable<TrackedKey, Int>.tombstonesPerReclaim)
       #expect(table.retainedCount == 0)
-      #expect(table._writer.underWriteLock.pointee.tombstoneCount == 0)
+      #expect(table.tombstoneCount == 0)
       #expect(table.count == 2_000)
       table._checkInvariants()
       // The table's keys plus the spare blocks' (none: spares hold no key).
@@ -235,11 +235,11 @@ import Testing
       // Reclaim until the tombstone (the only holder of the key once its node is freed) is
       // unlinked.
       var steps = 0
-      while table._writer.underWriteLock.pointee.tombstoneCount > 0 && steps < 10 {
+      while table.tombstoneCount > 0 && steps < 10 {
         if let garbage = table.reclaimStep().garbage { table._free(garbage) }
         steps += 1
       }
-      #expect(table._writer.underWriteLock.pointee.tombstoneCount == 0)
+      #expect(table.tombstoneCount == 0)
       let (_, token) = table.enterReadSection()
       for key in 2..<200 { commit { table.stageSet(TrackedKey(others, key), key) } }
       for _ in 0..<8 {

@@ -253,7 +253,9 @@ struct _EvictionOrder: Sendable {
   /// Starts or stops keeping the lists' costs (the store gained or lost its cost limit);
   /// starting adds up the costs of the entries of `table`. O(*n*) when it starts, else O(1).
   @inlinable
-  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {
+  mutating func weighCosts<Key, Value>(
+    _ weighs: Bool, of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     guard weighs != weighsCosts else { return }
     weighsCosts = weighs
     costs = (0, 0, 0)
@@ -261,7 +263,7 @@ struct _EvictionOrder: Sendable {
     for list in [Self.windowList, Self.probationList, Self.protectedList] {
       var position = self[list: list].oldest
       while position >= 0 {
-        addCost(table.ringNode(at: position)?.cost ?? 0, to: list)
+        addCost(table.ringNode(at: position, held)?.cost ?? 0, to: list)
         position = Int(links.newer(position))
       }
     }
@@ -295,9 +297,11 @@ struct _EvictionOrder: Sendable {
   /// Puts every entry of `table` in the order, in probation, oldest first by ring position,
   /// and keeps the order from now on: when the first limit is set. O(*n*).
   @inlinable
-  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+  mutating func orderAllEntries<Key, Value>(
+    of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     isOrdered = true
-    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+    for position in 0..<table.ringCount(held) where table.ringNode(at: position, held) != nil {
       ensureOrderCapacity(position)
       link(position, newestOf: Self.probationList, cost: 0)
     }
@@ -368,11 +372,12 @@ struct _EvictionOrder: Sendable {
   ///   Finding a costed entry then takes O(*n*) at worst, when few entries have a cost.
   @inlinable
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int = 0
+    in table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld,
+    protecting protectedSlot: Int, costLimit: Int = 0
   ) -> _Node<Key, Value>? {
-    let count = table.stagedCount
+    let count = table.stagedCount(held)
     guard count > 0 else { return nil }
-    let ring = table.ringNodes
+    let ring = table.ringNodes(held)
     func node(_ position: Int) -> _Node<Key, Value> {
       // Safe: every position in the order holds an entry.
       _Node<Key, Value>(bits: ring[position]).unsafelyUnwrapped
@@ -517,14 +522,16 @@ struct _EvictionOrder: Sendable {
   /// list once, oldest to newest, each link matched and each count right; no candidate left
   /// after a write; no order kept before the first limit. Write lock held.
   @usableFromInline
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String? {
     if candidates != 0 || candidate >= 0 { return "a candidate is left after a write" }
     if !isOrdered {
       return window.count + probation.count + protected.count == 0
         ? nil : "an order kept without a limit"
     }
     var entries = 0
-    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+    for position in 0..<table.ringCount(held) where table.ringNode(at: position, held) != nil {
       entries += 1
     }
     var ordered = 0
@@ -535,7 +542,7 @@ struct _EvictionOrder: Sendable {
       var position = segment.oldest
       var previous = -1
       while position >= 0 {
-        guard inList < entries, let node = table.ringNode(at: position),
+        guard inList < entries, let node = table.ringNode(at: position, held),
           links.tag(position) & ~Self.uncountedWrite == list,
           Int(links.older(position)) == previous
         else { return "the eviction order is broken at ring position \(position)" }

@@ -19,9 +19,11 @@ protocol _EvictionOrdering: Sendable {
   var isOrdered: Bool { get }
   /// Puts every entry of `table` (each has a ring position) in the order, and keeps the order
   /// from now on. O(*n*), once.
-  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>)
+  mutating func orderAllEntries<Key, Value>(
+    of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld)
   /// Starts or stops weighing entries by cost (the store gained or lost its cost limit).
-  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>)
+  mutating func weighCosts<Key, Value>(
+    _ weighs: Bool, of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld)
   /// Places `node`, an entry just inserted, in the order (the store now holds `count`).
   mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int, limits: _Limits)
   /// Takes `node`, an entry just removed, out of the order.
@@ -39,7 +41,8 @@ protocol _EvictionOrdering: Sendable {
   /// else is left; with a `costLimit` above 0 (the cost limit is what evicts), an entry that
   /// has a cost. The caller removes it. O(1) per call (bounded work).
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting: Int, costLimit: Int
+    in table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld, protecting: Int,
+    costLimit: Int
   ) -> _Node<Key, Value>?
   /// Ends a write's evictions.
   mutating func endEvictions()
@@ -47,7 +50,9 @@ protocol _EvictionOrdering: Sendable {
   /// caller frees it after releasing the write lock.
   mutating func releaseMemory() -> (any Sendable)?
   /// The first of the order's invariants that does not hold in `table`, or `nil`.
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String?
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String?
 }
 
 extension _EvictionOrder: _EvictionOrdering {

@@ -46,8 +46,8 @@ extension MemoryStore {
         let wasOrdered = write.policy.isOrdered
         write.policy.choose(newValue)
         if wasOrdered {
-          write.policy.orderAllEntries(of: _table)
-          write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table)
+          write.policy.orderAllEntries(of: _table, write.held)
+          write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table, write.held)
         }
       }
     }

@@ -94,12 +94,13 @@ struct _Expiry: Sendable {
   /// deadline on the way, at most `limit` of them.
   @inlinable
   mutating func takeExpired<Key, Value>(
-    _ table: _ConcurrentTable<Key, Value>, now: Int64, limit: Int = 512
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld, now: Int64,
+    limit: Int = 512
   ) -> _Node<Key, Value>? {
     var sunk = 0
     while let top = expiries.first, top.deadline <= now {
       // Safe: every item names the ring position of a live entry with a deadline.
-      let node = table.ringNode(at: top.slot).unsafelyUnwrapped
+      let node = table.ringNode(at: top.slot, held).unsafelyUnwrapped
       let deadline = node.deadline
       if deadline <= now { return node }
       guard sunk < limit else { return nil }
@@ -170,10 +171,12 @@ struct _Expiry: Sendable {
   /// The first of its invariants that does not hold in `table`, or `nil`: one item per entry
   /// with a deadline, at the index `heapIndex` names, with a deadline at or before the entry's,
   /// and the heap ordered. Write lock held.
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String? {
     var expiring = 0
-    for position in 0..<table.ringCount {
-      guard let node = table.ringNode(at: position), node.deadline != .max else { continue }
+    for position in 0..<table.ringCount(held) {
+      guard let node = table.ringNode(at: position, held), node.deadline != .max else { continue }
       expiring += 1
       let index = position < heapIndex.count ? Int(heapIndex[position]) : -1
       if index < 0 || index >= expiries.count || expiries[index].slot != position

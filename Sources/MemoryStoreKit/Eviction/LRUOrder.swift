@@ -22,15 +22,19 @@ struct _LRUOrder: _EvictionOrdering {
   @inlinable static var maximumSteps: Int { 256 }
 
   @usableFromInline
-  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+  mutating func orderAllEntries<Key, Value>(
+    of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     isOrdered = true
-    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+    for position in 0..<table.ringCount(held) where table.ringNode(at: position, held) != nil {
       link(position)
     }
   }
 
   @usableFromInline
-  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {}
+  mutating func weighCosts<Key, Value>(
+    _ weighs: Bool, of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {}
 
   @usableFromInline
   mutating func admit<Key, Value>(_ node: _Node<Key, Value>, count: Int, limits: _Limits) {
@@ -68,7 +72,8 @@ struct _LRUOrder: _EvictionOrdering {
 
   @usableFromInline
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int
+    in table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld,
+    protecting protectedSlot: Int, costLimit: Int
   ) -> _Node<Key, Value>? {
     guard list.count > 0 else { return nil }
     var fallback: _Node<Key, Value>?
@@ -79,7 +84,7 @@ struct _LRUOrder: _EvictionOrdering {
       seen += 1
       let next = Int(links.newer(position))
       // Safe: every position in the order holds an entry.
-      let node = table.ringNode(at: position).unsafelyUnwrapped
+      let node = table.ringNode(at: position, held).unsafelyUnwrapped
       if position != protectedSlot && (costLimit == 0 || node.cost != 0) {
         let word = node.recency.pointee.load(ordering: .relaxed)
         guard word & 3 != 0 && moved < Self.maximumSteps else { return node }
@@ -95,7 +100,7 @@ struct _LRUOrder: _EvictionOrdering {
     // Every entry was used (or passed over): the first one given a second chance goes, or,
     // when only the protected entry is left, it.
     if let fallback { return fallback }
-    guard protectedSlot >= 0, let node = table.ringNode(at: protectedSlot),
+    guard protectedSlot >= 0, let node = table.ringNode(at: protectedSlot, held),
       costLimit == 0 || node.cost != 0
     else { return nil }
     return node
@@ -108,9 +113,11 @@ struct _LRUOrder: _EvictionOrdering {
   mutating func releaseMemory() -> (any Sendable)? { nil }
 
   @usableFromInline
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String? {
     var entries = 0
-    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+    for position in 0..<table.ringCount(held) where table.ringNode(at: position, held) != nil {
       entries += 1
     }
     guard isOrdered else { return list.count == 0 ? nil : "an LRU list kept before a limit" }
@@ -118,7 +125,7 @@ struct _LRUOrder: _EvictionOrdering {
     var previous = -1
     var position = list.oldest
     while position >= 0 {
-      guard table.ringNode(at: position) != nil else {
+      guard table.ringNode(at: position, held) != nil else {
         return "the LRU list holds position \(position), which has no entry"
       }
       guard Int(links.older(position)) == previous else {

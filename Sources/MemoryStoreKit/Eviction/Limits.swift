@@ -32,10 +32,12 @@ struct _Limits: Sendable {
 
   /// The first of its invariants that does not hold in `table`, or `nil`: the total cost is
   /// the sum of the entries' costs. Write lock held.
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String? {
     var cost = 0
-    for position in 0..<table.ringCount {
-      if let node = table.ringNode(at: position) { cost += node.cost }
+    for position in 0..<table.ringCount(held) {
+      if let node = table.ringNode(at: position, held) { cost += node.cost }
     }
     return cost == totalCost ? nil : "total cost \(totalCost), entries sum to \(cost)"
   }

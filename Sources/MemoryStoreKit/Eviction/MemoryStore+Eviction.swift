@@ -193,9 +193,9 @@ extension MemoryStore {
     _removeExpiredEntries()
     let start = _clockNanos()
     _signals.readTick.store(Self._tick(start), ordering: .relaxed)
-    let (startVersion, writeTimesSince) = _writer.withLock { state in
-      state.policy.purgesRunning += 1
-      return (_table.publishedVersion, state.policy.writeTimesSince)
+    let (startVersion, writeTimesSince) = _writer.withAccess { access in
+      access.policy.purgesRunning += 1
+      return (_table.publishedVersion(access.held), access.policy.writeTimesSince)
     }
     defer { _writer.withLock { $0.policy.purgesRunning -= 1 } }
     let startInstant = _instant(start)
@@ -210,11 +210,11 @@ extension MemoryStore {
         )] = []
       candidates.reserveCapacity(Self._purgeChunk)
       _writer.yieldToWaiters()
-      _writer.withLock { _ in
+      _writer.withAccess { access in
         // Holes are not filled while a purge runs, so positions stay put; entries written
         // since the purge started are newer than its version and not judged.
-        while position < _table.ringCount && candidates.count < Self._purgeChunk {
-          if let node = _table.ringNode(at: position), node.version <= startVersion {
+        while position < _table.ringCount(access.held) && candidates.count < Self._purgeChunk {
+          if let node = _table.ringNode(at: position, access.held), node.version <= startVersion {
             candidates.append(
               (
                 node.key.pointee, node.value.pointee, node.metadata, node.deadline, node.version,
@@ -223,7 +223,7 @@ extension MemoryStore {
           }
           position += 1
         }
-        isFinished = position >= _table.ringCount
+        isFinished = position >= _table.ringCount(access.held)
       }
       // The decider runs outside the write lock; the purge gate is held.
       var victims: [(key: Key, version: UInt64)] = []

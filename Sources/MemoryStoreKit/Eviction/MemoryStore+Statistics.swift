@@ -17,11 +17,11 @@ extension MemoryStore {
     let hits = _readers.total(ofCounter: _ReaderIndicator.hitCounter)
     let misses = _readers.total(ofCounter: _ReaderIndicator.missCounter)
     let batches = _hub.batchDelays.withLock { $0.counted }
-    return _writer.withLock { state in
+    return _writer.withAccess { access in
       StoreStatistics(
         hits: UInt64(truncatingIfNeeded: hits), misses: UInt64(truncatingIfNeeded: misses),
-        evictions: state.policy.evictions, count: _table.stagedCount,
-        totalCost: state.policy.limits.totalCost, changeBatches: batches)
+        evictions: access.policy.evictions, count: _table.stagedCount(access.held),
+        totalCost: access.policy.limits.totalCost, changeBatches: batches)
     }
   }
 }

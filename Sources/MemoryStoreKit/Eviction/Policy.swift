@@ -84,8 +84,11 @@ struct _Policy: Sendable {
 
   /// Whether the table's ring has holes enough to fill some (see ``fillRingHoles(_:)``). O(1).
   @inlinable @inline(__always)
-  func hasRingHolesToFill<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> Bool {
-    purgesRunning == 0 && table.freeRingPositionCount > Swift.max(16, table.ringCount / 16)
+  func hasRingHolesToFill<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> Bool {
+    purgesRunning == 0
+      && table.freeRingPositionCount(held) > Swift.max(16, table.ringCount(held) / 16)
   }
 
   /// Whether a write's end has anything to do: evicting to `fraction` of the limits (an
@@ -93,52 +96,58 @@ struct _Policy: Sendable {
   /// climber's look at the lookup counts, or ring holes to fill. O(1): a write within its
   /// limits does not call out of line to learn there is nothing to do.
   @inlinable @inline(__always)
-  func hasWorkAtEnd<Key, Value>(_ table: _ConcurrentTable<Key, Value>, fraction: Double) -> Bool {
+  func hasWorkAtEnd<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld, fraction: Double
+  ) -> Bool {
     if limits.isLimited
-      && (limits.isOver(count: table.stagedCount, fraction: fraction) != nil
+      && (limits.isOver(count: table.stagedCount(held), fraction: fraction) != nil
         || isAdaptationDue)
     {
       return true
     }
-    return hasRingHolesToFill(table)
+    return hasRingHolesToFill(table, held)
   }
 
   /// Fills up to four holes of the table's ring with its last entries once there are more
   /// than a sixteenth of the ring (and 16), unless a purge walks it (positions must then stay
   /// put); keeps the eviction order's lists and the expiry heap's positions in step. O(1).
   @inlinable @inline(__always)
-  mutating func fillRingHoles<Key, Value>(_ table: _ConcurrentTable<Key, Value>) {
+  mutating func fillRingHoles<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     // A few holes are left for the next insertions to take (an evicting write leaves one for
     // the next): filling them would move an entry per eviction for nothing.
-    guard hasRingHolesToFill(table) else { return }
+    guard hasRingHolesToFill(table, held) else { return }
     for _ in 0..<4 {
-      guard let (from, to) = table.fillRingHole() else { return }
+      guard let (from, to) = table.fillRingHole(held) else { return }
       if hasChosenOrder {
         chosenOrder.pointee.moveEntry(from: from, to: to)
       } else {
         order.moveEntry(from: from, to: to)
       }
-      guard table.ringNode(at: to).unsafelyUnwrapped.deadline != .max else { continue }
+      guard table.ringNode(at: to, held).unsafelyUnwrapped.deadline != .max else { continue }
       expiry.moveEntry(from: from, to: to)
     }
   }
 
   /// The first of the invariants of the policy and its components that does not hold in
   /// `table`, or `nil`. Write lock held.
-  func _checkInvariants<Key, Value>(_ table: _ConcurrentTable<Key, Value>) -> String? {
+  func _checkInvariants<Key, Value>(
+    _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) -> String? {
     var entries = 0
-    for position in 0..<table.ringCount where table.ringNode(at: position) != nil {
+    for position in 0..<table.ringCount(held) where table.ringNode(at: position, held) != nil {
       entries += 1
     }
     // Entries written before the policy was active may have no metadata, and no place.
-    let withoutMetadata = table.entriesWithoutMetadata
-    if entries != table.stagedCount - withoutMetadata {
+    let withoutMetadata = table.entriesWithoutMetadata(held)
+    if entries != table.stagedCount(held) - withoutMetadata {
       return
-        "the store has \(table.stagedCount - withoutMetadata) entries with metadata, the ring \(entries)"
+        "the store has \(table.stagedCount(held) - withoutMetadata) entries with metadata, the ring \(entries)"
     }
-    return limits._checkInvariants(table) ?? expiry._checkInvariants(table)
+    return limits._checkInvariants(table, held) ?? expiry._checkInvariants(table, held)
       ?? (hasChosenOrder
-        ? chosenOrder.pointee._checkInvariants(table) : order._checkInvariants(table))
+        ? chosenOrder.pointee._checkInvariants(table, held) : order._checkInvariants(table, held))
   }
 }
 
@@ -203,21 +212,25 @@ extension _Policy {
 
   /// See ``_EvictionOrdering/orderAllEntries(of:)``.
   @inlinable
-  mutating func orderAllEntries<Key, Value>(of table: _ConcurrentTable<Key, Value>) {
+  mutating func orderAllEntries<Key, Value>(
+    of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     if hasChosenOrder {
-      chosenOrder.pointee.orderAllEntries(of: table)
+      chosenOrder.pointee.orderAllEntries(of: table, held)
     } else {
-      order.orderAllEntries(of: table)
+      order.orderAllEntries(of: table, held)
     }
   }
 
   /// See ``_EvictionOrdering/weighCosts(_:of:)``.
   @inlinable
-  mutating func weighCosts<Key, Value>(_ weighs: Bool, of table: _ConcurrentTable<Key, Value>) {
+  mutating func weighCosts<Key, Value>(
+    _ weighs: Bool, of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
+  ) {
     if hasChosenOrder {
-      chosenOrder.pointee.weighCosts(weighs, of: table)
+      chosenOrder.pointee.weighCosts(weighs, of: table, held)
     } else {
-      order.weighCosts(weighs, of: table)
+      order.weighCosts(weighs, of: table, held)
     }
   }
 
@@ -234,13 +247,14 @@ extension _Policy {
   /// See ``_EvictionOrdering/nextVictim(in:protecting:costLimit:)``.
   @inlinable @inline(__always)
   mutating func nextVictim<Key, Value>(
-    in table: _ConcurrentTable<Key, Value>, protecting protectedSlot: Int, costLimit: Int
+    in table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld,
+    protecting protectedSlot: Int, costLimit: Int
   ) -> _Node<Key, Value>? {
     if hasChosenOrder {
       return chosenOrder.pointee.nextVictim(
-        in: table, protecting: protectedSlot, costLimit: costLimit)
+        in: table, held, protecting: protectedSlot, costLimit: costLimit)
     }
-    return order.nextVictim(in: table, protecting: protectedSlot, costLimit: costLimit)
+    return order.nextVictim(in: table, held, protecting: protectedSlot, costLimit: costLimit)
   }
 
   /// See ``_EvictionOrdering/endEvictions()``.

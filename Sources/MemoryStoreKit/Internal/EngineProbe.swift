@@ -22,8 +22,13 @@ public final class _EngineProbe<Key: Hashable & Sendable, Value: Sendable>: Send
     get { _table.value(forKey: key) }
     set {
       _writeLock.lock()
-      if let newValue { _table.stageSet(key, newValue) } else { _table.stageRemove(key) }
-      let garbage = _table.publish()
+      let held = _WriteLockHeld.forATableOfItsOwn
+      if let newValue {
+        _table.stageSet(key, newValue, held)
+      } else {
+        _table.stageRemove(key, held)
+      }
+      let garbage = _table.publish(held)
       _writeLock.unlock()
       if let garbage { _table._free(garbage) }
     }
@@ -35,8 +40,9 @@ public final class _EngineProbe<Key: Hashable & Sendable, Value: Sendable>: Send
   @inlinable
   public func addEntries(_ entries: [Key: Value]) {
     _writeLock.lock()
-    for (key, value) in entries { _table.stageSet(key, value) }
-    let garbage = _table.publish()
+    let held = _WriteLockHeld.forATableOfItsOwn
+    for (key, value) in entries { _table.stageSet(key, value, held) }
+    let garbage = _table.publish(held)
     _writeLock.unlock()
     if let garbage { _table._free(garbage) }
   }

@@ -45,15 +45,15 @@ extension MemoryStore {
     // A scheduler of the user's is user code: its clock is read before locking.
     let readBefore = _clock.systemOrigin == 0 ? _clockNanos() : 0
     let access = _writer.lock()
+    let now = _writeTime(timeToLive: timeToLive, readBefore: readBefore, access)
     var write = _Transaction(
-      store: self, access: access,
-      now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
-      reason: reason, collectsExpiredKeys: collectingExpiredKeys)
+      store: self, access: access, now: now, reason: reason,
+      collectsExpiredKeys: collectingExpiredKeys)
     if activatingPolicy { write.activatePolicy(in: self) }
     write.begin(in: self)
     let result = body(&write)
     write.close(limits, in: self)
-    _writer.unlock(access)
+    _writer.unlock(write.access)
     // Read from the transaction, not copied out of it: a copy of the effects, just written
     // field by field, costs a stalled load.
     _finish(write.effects, now: write.now, freesHere: freesHere)
@@ -74,18 +74,19 @@ extension MemoryStore {
   ///   both for after unlocking.
   @inlinable @inline(__always)
   func _commitStaged(
-    _ access: _WriteAccess<Key, Value>, logged: Int, cleared: Bool, deliversRemovals: Bool,
+    _ access: borrowing _WriteAccess<Key, Value>, logged: Int, cleared: Bool,
+    deliversRemovals: Bool,
     nextExpiry: Int64?
   ) -> (garbage: _TableGarbage?, followUp: _TrackingFollowUp?) {
     let followUp = access.changes.commit(
       logged: logged, cleared: cleared, deliversRemovals: deliversRemovals)
-    guard let nextExpiry else { return (_table.publish(), followUp) }
+    guard let nextExpiry else { return (_table.publish(access.held), followUp) }
     // A read that sees this write must see an earlier expiry it brings; a later one only
     // once the expired entries are gone from what readers see. Stored only when it changes:
     // every read loads it.
     let current = _signals.nextExpiry.load(ordering: .relaxed)
     if nextExpiry < current { _signals.nextExpiry.store(nextExpiry, ordering: .relaxed) }
-    let garbage = _table.publish()
+    let garbage = _table.publish(access.held)
     if nextExpiry > current { _signals.nextExpiry.store(nextExpiry, ordering: .releasing) }
     return (garbage, followUp)
   }
@@ -130,7 +131,7 @@ extension MemoryStore {
   /// to read than the clock, for a write time at most a tick early.
   @inlinable @inline(__always)
   func _writeTime(
-    timeToLive: Duration?, readBefore: Int64, _ access: _WriteAccess<Key, Value>
+    timeToLive: Duration?, readBefore: Int64, _ access: borrowing _WriteAccess<Key, Value>
   ) -> Int64 {
     guard timeToLive != nil || _needsClock else { return 0 }
     return _timedWriteTime(timeToLive: timeToLive, readBefore: readBefore, access)
@@ -140,7 +141,7 @@ extension MemoryStore {
   /// ``_finishRarely(_:now:)``).
   @usableFromInline @inline(never)
   func _timedWriteTime(
-    timeToLive: Duration?, readBefore: Int64, _ access: _WriteAccess<Key, Value>
+    timeToLive: Duration?, readBefore: Int64, _ access: borrowing _WriteAccess<Key, Value>
   ) -> Int64 {
     let systemOrigin = _clock.systemOrigin
     guard systemOrigin != 0 else { return readBefore }
@@ -213,16 +214,17 @@ extension MemoryStore {
     let logged = access.changes.appendCount
     let previous: Value?
     if let newValue {
-      previous = _table.stageSet(key, newValue, hash: hash)
+      previous = _table.stageSet(key, newValue, hash: hash, access.held)
     } else {
       if _signals.loadsStarted.load(ordering: .relaxed) {
         // A load of the key that read its source before this removal must not store it.
         _recordRemovalForLoads(hash: hash, in: &access.state)
       }
-      previous = _table.stageRemoveNode(key, hash: hash)?.value.pointee
+      previous = _table.stageRemoveNode(key, hash: hash, access.held)?.value.pointee
       guard previous != nil else {
         // Nothing to log; the other instances may hold the key, though.
-        let wakesFeed = access.changes.feedsLocalChanges && access.changes.noteAbsentRemoval(key)
+        var wakesFeed = false
+        if access.changes.feedsLocalChanges { wakesFeed = access.changes.noteAbsentRemoval(key) }
         _writer.unlock(access)
         if wakesFeed { _wakeLocalChangeFeed() }
         return (true, nil)
@@ -273,12 +275,13 @@ extension MemoryStore {
       // deadline, no idle deadline).
       let (old, node) = _table.stageSet(
         key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
-        idleExpiresAt: .max, hash: hash)
+        idleExpiresAt: .max, hash: hash, access.held)
+      let costLimit = access.policy.limits.costLimit
       if let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
-        old.cost == cost || access.policy.limits.costLimit == 0
+        old.cost == cost || costLimit == 0
       {
         // The cost's difference, if any; the entry keeps its place in the order.
-        access.policy.track(node, replacing: old, count: _table.stagedCount)
+        access.policy.track(node, replacing: old, count: _table.stagedCount(access.held))
         let previous = old.value.pointee
         let deliversRemovals = access.state.logWrite(
           key, value, previous: previous, reason: .write, hash: hash)
@@ -296,16 +299,15 @@ extension MemoryStore {
       write.protected = applied.position
       previous = applied.previous
     } else {
+      let now = _writeTime(timeToLive: timeToLive, readBefore: readBefore, access)
       write = _Transaction(
-        store: self, access: access,
-        now: _writeTime(timeToLive: timeToLive, readBefore: readBefore, access),
-        reason: .write, collectsExpiredKeys: false)
+        store: self, access: access, now: now, reason: .write, collectsExpiredKeys: false)
       if activatingPolicy { write.activatePolicy(in: self) }
       write.begin(in: self)
       previous = write.set(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: self)
     }
     write.close(.toLimits, in: self)
-    _writer.unlock(access)
+    _writer.unlock(write.access)
     _finish(write.effects, now: write.now, freesHere: false)
     return previous
   }
@@ -346,10 +348,10 @@ extension MemoryStore {
       // The first limit puts the entries in the eviction order, which is kept from then on.
       if value > 0 && !write.policy.isOrdered {
         write.giveEveryEntryMetadata(in: self)
-        write.policy.orderAllEntries(of: _table)
-        _table.startKeepingHashes()
+        write.policy.orderAllEntries(of: _table, write.held)
+        _table.startKeepingHashes(write.held)
       }
-      write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table)
+      write.policy.weighCosts(write.policy.limits.costLimit > 0, of: _table, write.held)
     }
     _enforceLimits(fraction: 1, reason: nil)
   }
@@ -372,7 +374,8 @@ extension MemoryStore {
       // hold up.
       let isDone = _transact(limits: pass, freesHere: true) { write in
         write.end(pass, in: self)
-        return write.policy.limits.isOver(count: _table.stagedCount, fraction: fraction) == nil
+        return write.policy.limits.isOver(
+          count: _table.stagedCount(write.held), fraction: fraction) == nil
       }
       if isDone { return }
     }

@@ -34,7 +34,7 @@ extension _Transaction {
     let loads = policy.expiry.loadVersions
     guard !loads.isEmpty else { return [] }
     var keys: [Key] = []
-    store._table._forEachNode(at: store._table.publishedVersion) { node in
+    store._table._forEachNode(at: store._table.publishedVersion(held)) { node in
       if loads.contains(node.version) { keys.append(node.key.pointee) }
     }
     return keys
@@ -51,7 +51,7 @@ extension _Transaction {
     let table = store._table
     for key in keys {
       // A node without metadata (loaded before the policy was active) reads as no deadline.
-      guard let node = table.stagedNode(forKey: key) else { continue }
+      guard let node = table.stagedNode(forKey: key, held) else { continue }
       var metadata = node.metadata
       var idleExpiresAt = node.idleExpiresAt
       if let lifetime, metadata.expiresAt == .max {
@@ -63,8 +63,8 @@ extension _Transaction {
       guard metadata.expiresAt != node.expiresAt || idleExpiresAt != node.idleExpiresAt
       else { continue }
       let (old, new) = table.stageSet(
-        key, node.value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt)
-      policy.track(new, replacing: old, count: table.stagedCount)
+        key, node.value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt, held)
+      policy.track(new, replacing: old, count: table.stagedCount(held))
       changed = true
     }
   }
@@ -90,7 +90,7 @@ extension _Transaction {
         continue
       }
       var kept = fresh
-      if expected != nil, carriesMetadata, let node = store._table.stagedNode(forKey: key) {
+      if expected != nil, carriesMetadata, let node = store._table.stagedNode(forKey: key, held) {
         kept?.expiresAt = node.expiresAt
         kept?.cost = node.cost
       }
@@ -113,7 +113,7 @@ extension _Transaction {
   ) -> [Key: Value] {
     var removed: [Key: Value] = [:]
     for (key, version) in entries {
-      guard let node = store._table.stagedNode(forKey: key), node.version == version,
+      guard let node = store._table.stagedNode(forKey: key, held), node.version == version,
         let value = remove(key, hash: node.storedHash, reason: reason, in: store)
       else { continue }
       removed[key] = value
@@ -143,8 +143,8 @@ extension _Transaction {
     in store: MemoryStore<Key, Value>
   ) -> _ConditionalOutcome {
     let table = store._table
-    if table.metadataCopiesVersion > version { return .copied }
-    if requiringNoWrite && table.publishedVersion != version { return .written }
+    if table.metadataCopiesVersion(held) > version { return .copied }
+    if requiringNoWrite && table.publishedVersion(held) != version { return .written }
     _ = removeUnchanged(entries, in: store)
     return .applied
   }

@@ -101,9 +101,15 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     self.now = now
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
-    carriesMetadata = store._table.carriesMetadata
+    carriesMetadata = store._table.carriesMetadata(access.held)
     logged = access.changes.appendCount
     self.access = access
+  }
+
+  /// The proof that the write lock is held, which the table's writer methods take.
+  @inlinable
+  var held: _WriteLockHeld {
+    @inline(__always) _read { yield access.held }
   }
 
   /// The policy: limits, expiry, the eviction order and settings.
@@ -121,7 +127,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @inlinable @inline(never)
   mutating func activatePolicy(in store: MemoryStore<Key, Value>) {
     guard !store._signals.policyActive.load(ordering: .relaxed) else { return }
-    store._table.startCarryingMetadata()
+    store._table.startCarryingMetadata(held)
     store._signals.policyActive.store(true, ordering: .relaxed)
     carriesMetadata = true
   }
@@ -136,10 +142,13 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: .max, cost: 0)
     let table = store._table
-    table.giveMetadataToEveryEntry(metadata) { old, new in
-      policy.track(new, replacing: old, count: table.stagedCount)
-      changed = true
+    let policy = access._state.pointer(to: \.policy)!
+    var copied = false
+    table.giveMetadataToEveryEntry(metadata, held) { old, new in
+      policy.pointee.track(new, replacing: old, count: table.stagedCount(held))
+      copied = true
     }
+    if copied { changed = true }
   }
 
   /// Begins the write: removes the entries that have expired by its time, earliest first, a
@@ -154,7 +163,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @inlinable @inline(never)
   mutating func removeExpired(in store: MemoryStore<Key, Value>) {
     while expiredCount < MemoryStore<Key, Value>._expiryChunk,
-      let node = policy.expiry.takeExpired(store._table, now: now)
+      let node = policy.expiry.takeExpired(store._table, held, now: now)
     {
       removeEntry(at: node.slot, reason: .expired, in: store)
     }
@@ -169,7 +178,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     ended = true
     // A store within its limits has nothing to evict: the call is skipped unless the write
     // expired entries (to count) or the policy has other work at the end.
-    guard expiredCount > 0 || policy.hasWorkAtEnd(store._table, fraction: limits.fraction)
+    guard expiredCount > 0 || policy.hasWorkAtEnd(store._table, held, fraction: limits.fraction)
     else { return }
     evict(to: limits, in: store)
   }
@@ -181,7 +190,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let table = store._table
     var evictions = 0
     if protected >= 0, policy.limits.costLimit > 0,
-      let node = table.ringNode(at: protected), node.cost > policy.limits.costLimit
+      let node = table.ringNode(at: protected, held), node.cost > policy.limits.costLimit
     {
       removeEntry(at: protected, reason: .evictedByCostLimit, in: store)
       policy.evictions[.costLimit] += 1
@@ -189,17 +198,17 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       protected = -1
     }
     while evictions < limits.maximumEvictions,
-      let over = policy.limits.isOver(count: table.stagedCount, fraction: limits.fraction)
+      let over = policy.limits.isOver(count: table.stagedCount(held), fraction: limits.fraction)
     {
       // The sketch of uses and the record of evicted keys are made at the first eviction of
       // the limits (a store within its limits, or trimmed under memory pressure, does without
       // them), sized to the store then.
       if limits.reason == nil {
-        policy.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount))
+        policy.prepareForEvictions(policy.limits.cacheful(count: table.stagedCount(held)))
       }
       guard
         let victim = policy.nextVictim(
-          in: table, protecting: protected,
+          in: table, held, protecting: protected,
           costLimit: over == .costLimit ? policy.limits.costLimit : 0)
       else { break }
       let evictionReason = limits.reason ?? over
@@ -211,7 +220,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     if expiredCount > 0 { policy.evictions[.expired] += UInt64(expiredCount) }
     policy.endEvictions()
     if policy.isAdaptationDue { adaptEvictionOrder(in: store) }
-    policy.fillRingHoles(table)
+    policy.fillRingHoles(table, held)
   }
 
   /// Lets the eviction order's hill climber look at the store's lookup counts (see
@@ -221,7 +230,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     policy.adapt(
       hits: store._readers.total(ofCounter: _ReaderIndicator.hitCounter),
       misses: store._readers.total(ofCounter: _ReaderIndicator.missCounter),
-      cacheful: policy.limits.cacheful(count: store._table.stagedCount))
+      cacheful: policy.limits.cacheful(count: store._table.stagedCount(held)))
   }
 
   /// Ends and commits the write: what is left to do after unlocking is then ``effects``.
@@ -287,7 +296,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// The current node of `key` unless it is absent or expired (then it is removed as such).
   @inlinable
   mutating func liveNode(_ key: Key, in store: MemoryStore<Key, Value>) -> _Node<Key, Value>? {
-    guard let node = store._table.stagedNode(forKey: key) else { return nil }
+    guard let node = store._table.stagedNode(forKey: key, held) else { return nil }
     guard node.deadline > now else {
       remove(key, reason: .expired, in: store)
       return nil
@@ -308,7 +317,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // a deadline or a place in the eviction order.
       let hash = hash ?? key.hashValue
       return noteSet(
-        key, value, replacingValue: store._table.stageSet(key, value, hash: hash), hash: hash)
+        key, value, replacingValue: store._table.stageSet(key, value, hash: hash, held), hash: hash)
     }
     return setWithMetadata(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: store)
   }
@@ -337,7 +346,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     // Hashed once, for the table and the change log (a node keeps its hash only with a limit).
     let hash = hash ?? key.hashValue
     let (old, node) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash)
+      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash, held
+    )
     return noteStaged(key, value, replacing: old, node: node, hash: hash, in: store)
   }
 
@@ -349,7 +359,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     _ key: Key, _ value: Value, replacing old: _Node<Key, Value>?, node: _Node<Key, Value>,
     hash: Int, in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
-    if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount) }
+    if carriesMetadata { policy.track(node, replacing: old, count: store._table.stagedCount(held)) }
     return (noteSet(key, value, replacing: old, hash: hash), node.hasMetadata ? node.slot : -1)
   }
 
@@ -400,8 +410,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     let value = node.value.pointee
     // A touch is a use: it renews the idle deadline too.
     let (old, new) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleDeadline)
-    policy.track(new, replacing: old, count: store._table.stagedCount)
+      key, value, metadata: metadata, idleExpiresAt: idleDeadline, held)
+    policy.track(new, replacing: old, count: store._table.stagedCount(held))
     changed = true
     protected = new.slot
     return value
@@ -430,7 +440,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // A load of the key that read its source before this removal must not store it.
       store._recordRemovalForLoads(hash: hash ?? key.hashValue, in: &access.state)
     }
-    guard let old = store._table.stageRemoveNode(key, hash: hash) else {
+    guard let old = store._table.stageRemoveNode(key, hash: hash, held) else {
       if access.changes.feedsLocalChanges { noteLocalRemoval(key, reason) }
       return nil
     }
@@ -453,7 +463,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   mutating func removeEntry(
     at position: Int, reason: ChangeReason, in store: MemoryStore<Key, Value>
   ) {
-    let old = store._table.stageRemoveEntry(at: position)
+    let old = store._table.stageRemoveEntry(at: position, held)
     _ = removed(old, key: old.key.pointee, reason: reason, checksExpiry: false)
   }
 
@@ -493,7 +503,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       store._recordClearForLoads(in: &access.state)
     }
     let table = store._table
-    let count = table.stagedCount
+    let count = table.stagedCount(held)
     guard count > 0 else { return }
     if let evictionReason = reason.evictionReason {
       policy.evictions[evictionReason] += UInt64(count)
@@ -512,11 +522,11 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       // What readers see now, less the expired entries this write removed first.
       let expired = Set(expiredKeys ?? [])
       let cause = RemovalCause.removal(reason)
-      table._forEach(at: table.publishedVersion) { key, value in
+      table._forEach(at: table.publishedVersion(held)) { key, value in
         if !expired.contains(key) { logRemoval(key, value, cause) }
       }
     }
-    table.stageRemoveAll()
+    table.stageRemoveAll(held)
     policy.removeAll()
     changed = true
   }

@@ -64,17 +64,35 @@ struct _Writer<Key: Hashable & Sendable, Value: Sendable> {
     return try body(&_state.pointee)
   }
 
-  /// Takes the lock, and returns the proof of it: the only way to the state outside
-  /// ``withLock(_:)``, for a write whose lock is taken and released in different functions.
+  /// Runs `body` with the lock held and its proof in hand: the way to the table's writer
+  /// state as well as this state. `body` must not call user code.
+  @inlinable @inline(__always)
+  func withAccess<R, E: Error>(_ body: (borrowing _WriteAccess<Key, Value>) throws(E) -> R)
+    throws(E) -> R
+  {
+    let access = lock()
+    do {
+      let result = try body(access)
+      unlock(access)
+      return result
+    } catch {
+      unlock(access)
+      throw error
+    }
+  }
+
+  /// Takes the lock, and returns the proof of it, which ``unlock(_:)`` takes back: for a write
+  /// that releases the lock in the same function, on more than one path.
   @inlinable @inline(__always)
   func lock() -> _WriteAccess<Key, Value> {
     _lock.lock()
-    return _WriteAccess(_state: _state)
+    return _WriteAccess(_state: _state, held: _WriteLockHeld(lockTaken: ()))
   }
 
-  /// Releases the lock that `access` proves; `access` must not be used afterwards.
+  /// Releases the lock that `access` proves, consuming the proof.
   @inlinable @inline(__always)
-  func unlock(_ access: _WriteAccess<Key, Value>) {
+  func unlock(_ access: consuming _WriteAccess<Key, Value>) {
+    _ = consume access
     _lock.unlock()
   }
 
@@ -97,44 +115,63 @@ struct _Writer<Key: Hashable & Sendable, Value: Sendable> {
 extension _Writer: @unchecked Sendable {}
 
 /// Proof that the write lock is held, and the way to the state it guards: made only by
-/// ``_Writer/lock()``, and dropped after ``_Writer/unlock(_:)``.
-///
-/// Copyable, though a token that must not outlive the lock would better not be: a
-/// noncopyable local is kept in a heap box by this compiler where it is borrowed on several
-/// paths, which costs an allocation per write. ``_Transaction``, which holds it, is not
-/// copyable.
+/// ``_Writer/lock()`` (or ``_Writer/withAccess(_:)``), and consumed by ``_Writer/unlock(_:)``.
+/// Not copyable, so that it cannot outlive the lock: it holds the ``_WriteLockHeld`` that the
+/// table's writer state asks for (see ``_ExternallyLocked``).
 @usableFromInline
-struct _WriteAccess<Key: Hashable & Sendable, Value: Sendable> {
+struct _WriteAccess<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   @usableFromInline let _state: UnsafeMutablePointer<_WriterState<Key, Value>>
+  /// The proof that the table's writer methods take.
+  @usableFromInline let held: _WriteLockHeld
 
   @inlinable @inline(__always)
-  init(_state: UnsafeMutablePointer<_WriterState<Key, Value>>) { self._state = _state }
+  init(_state: UnsafeMutablePointer<_WriterState<Key, Value>>, held: consuming _WriteLockHeld) {
+    self._state = _state
+    self.held = held
+  }
 
   /// The writers' state, for the holder of the lock.
   @inlinable
   var state: _WriterState<Key, Value> {
-    @inline(__always) unsafeAddress { UnsafePointer(_state) }
-    @inline(__always) nonmutating unsafeMutableAddress { _state }
+    @inline(__always) _read { yield _state.pointee }
+    @inline(__always) nonmutating _modify { yield &_state.pointee }
   }
 
   /// The policy's part of the state.
   @inlinable
   var policy: _Policy {
-    @inline(__always) unsafeAddress { UnsafePointer(_state.pointer(to: \.policy)!) }
-    @inline(__always) nonmutating unsafeMutableAddress { _state.pointer(to: \.policy)! }
+    @inline(__always) _read { yield _state.pointee.policy }
+    @inline(__always) nonmutating _modify { yield &_state.pointee.policy }
   }
 
   /// The change log's part of the state.
   @inlinable
   var changes: _ChangeTracker<Key, Value> {
-    @inline(__always) unsafeAddress { UnsafePointer(_state.pointer(to: \.changes)!) }
-    @inline(__always) nonmutating unsafeMutableAddress { _state.pointer(to: \.changes)! }
+    @inline(__always) _read { yield _state.pointee.changes }
+    @inline(__always) nonmutating _modify { yield &_state.pointee.changes }
   }
 
   /// The removal log's part of the state.
   @inlinable
   var removals: _RemovalLog<Key, Value> {
-    @inline(__always) unsafeAddress { UnsafePointer(_state.pointer(to: \.removals)!) }
-    @inline(__always) nonmutating unsafeMutableAddress { _state.pointer(to: \.removals)! }
+    @inline(__always) _read { yield _state.pointee.removals }
+    @inline(__always) nonmutating _modify { yield &_state.pointee.removals }
   }
+}
+
+/// Proof that the store's write lock is held, for the table's writer state
+/// (``_ExternallyLocked/pointer(_:)``) and every method that reaches it. Not copyable, and
+/// carried by the ``_WriteAccess`` that ``_Writer/lock()`` makes and ``_Writer/unlock(_:)``
+/// consumes: a method that takes it borrowed cannot run after the lock is released. Takes no
+/// space.
+@usableFromInline
+struct _WriteLockHeld: ~Copyable {
+  /// Made by ``_Writer/lock()`` once it holds the lock; by nothing else in the library.
+  @inlinable @inline(__always)
+  init(lockTaken: ()) {}
+
+  /// A proof for a table that no store owns, written from one thread at a time: the engine
+  /// probe's, under a lock of its own, and the table's tests.
+  @inlinable @inline(__always)
+  static var forATableOfItsOwn: _WriteLockHeld { _WriteLockHeld(lockTaken: ()) }
 }

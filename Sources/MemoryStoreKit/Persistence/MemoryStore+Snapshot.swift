@@ -23,14 +23,14 @@ extension MemoryStore {
     _ body: ([Key: Value], [Key: _SavedTerms], UInt64) throws(E) -> R
   ) throws(E) -> R {
     // Under the write lock, the published version is the one the write count describes.
-    let (writeCount, version, token) = _writer.withLock { state in
+    let (writeCount, version, token, carriesMetadata) = _writer.withAccess { access in
       let (version, token) = _table.enterReadSection()
-      return (state.changes.writeCount, version, token)
+      return (access.changes.writeCount, version, token, _table.carriesMetadata(access.held))
     }
     var contents: [Key: Value] = [:]
     var terms: [Key: _SavedTerms] = [:]
     contents.reserveCapacity(_table._writerCountHint)
-    if _table.carriesMetadata {
+    if carriesMetadata {
       let now = _clockNanos()
       _table._forEachNode(at: version) { node in
         guard node.hasMetadata else {
@@ -78,13 +78,17 @@ extension MemoryStore {
     let hasMetadata = timed || (costs?.values.contains { $0 != 0 } ?? false)
     return _transact(reason, timeToLive: timed ? .zero : nil, activatingPolicy: hasMetadata) {
       write in
-      if reason == .loaded { write.policy.expiry.loadVersions.append(_table._stagingVersion) }
+      if reason == .loaded {
+        write.policy.expiry.loadVersions.append(_table._stagingVersion(write.held))
+      }
       write.setAll(
         entries, costs: costs, lifetimes: lifetimes, idleTimes: idleTimes, in: self)
       // Limits may evict some: only a store with a policy has any.
       guard write.carriesMetadata else { return entries.count }
       write.end(.toLimits, in: self)
-      return entries.keys.reduce(0) { $0 + (_table.stagedNode(forKey: $1) != nil ? 1 : 0) }
+      return entries.keys.reduce(0) {
+        $0 + (_table.stagedNode(forKey: $1, write.held) != nil ? 1 : 0)
+      }
     }
   }
 

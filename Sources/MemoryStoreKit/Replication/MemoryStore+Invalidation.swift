@@ -142,7 +142,7 @@ extension MemoryStore {
       _invalidationGeneration.store(
         write.access.state.invalidations.generation, ordering: .releasing)
       guard kept.isEmpty && write.access.changes.localChanges.isEmpty else { return nil }
-      let count = _table.stagedCount
+      let count = _table.stagedCount(write.held)
       write.removeAll(in: self)
       return count
     }

@@ -7,14 +7,15 @@ extension _ConcurrentTable {
   /// The bucket of the keys whose hash is `hash` in the newest table (during growth, after
   /// moving their old bucket). Write lock held.
   @inlinable @inline(__always)
-  func _writeSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
-    let root = _writer.underWriteLock.pointee.root
+  func _writeSlot(hash: Int, _ held: borrowing _WriteLockHeld) -> UnsafeMutablePointer<Atomic<Int>>
+  {
+    let root = _writer.pointer(held).pointee.root
     guard let next = root.pointee.nextTable else {
       return root.pointee.buckets + (hash & root.pointee.mask)
     }
     let index = hash & root.pointee.mask
     if root.pointee.buckets[index].load(ordering: .relaxed) != _TableHeader.forwarded {
-      _moveBucket(index)
+      _moveBucket(index, held)
     }
     return next.pointee.buckets + (hash & next.pointee.mask)
   }
@@ -22,8 +23,10 @@ extension _ConcurrentTable {
   /// The bucket that holds the keys whose hash is `hash` now, without moving any: during
   /// growth, the root's bucket until it is moved, then the new table's. Write lock held.
   @inlinable
-  func _currentSlot(hash: Int) -> UnsafeMutablePointer<Atomic<Int>> {
-    let root = _writer.underWriteLock.pointee.root
+  func _currentSlot(hash: Int, _ held: borrowing _WriteLockHeld) -> UnsafeMutablePointer<
+    Atomic<Int>
+  > {
+    let root = _writer.pointer(held).pointee.root
     let slot = root.pointee.buckets + (hash & root.pointee.mask)
     guard let next = root.pointee.nextTable,
       slot.pointee.load(ordering: .relaxed) == _TableHeader.forwarded
@@ -48,30 +51,30 @@ extension _ConcurrentTable {
 
   /// Starts growing if the newest table is full. Write lock held.
   @inlinable
-  func _growIfNeeded() {
-    let writer = _writer.underWriteLock
+  func _growIfNeeded(_ held: borrowing _WriteLockHeld) {
+    let writer = _writer.pointer(held)
     let root = writer.pointee.root
     guard root.pointee.nextTable == nil,
       writer.pointee.count + writer.pointee.tombstoneCount > root.pointee.capacity
     else { return }
-    _startGrowth()
+    _startGrowth(held)
   }
 
   @inlinable
-  func _startGrowth() {
-    let root = _writer.underWriteLock.pointee.root
+  func _startGrowth(_ held: borrowing _WriteLockHeld) {
+    let root = _writer.pointer(held).pointee.root
     root.pointee.nextTable = _TableHeader.make(
       capacity: root.pointee.capacity * 2, baseVersion: root.pointee.baseVersion,
       previousGeneration: root.pointee.previousGeneration)
-    _writer.underWriteLock.pointee.growthCursor = 0
+    _writer.pointer(held).pointee.growthCursor = 0
   }
 
   /// During growth, moves the next few buckets; finishes growth after the last. Every write
   /// calls it, so growth ends before the new table fills up. Write lock held.
   @inlinable @inline(__always)
-  func _growStep() {
-    guard _writer.underWriteLock.pointee.root.pointee.nextTable != nil else { return }
-    _moveBuckets(Self.bucketsMovedPerWrite)
+  func _growStep(_ held: borrowing _WriteLockHeld) {
+    guard _writer.pointer(held).pointee.root.pointee.nextTable != nil else { return }
+    _moveBuckets(Self.bucketsMovedPerWrite, held)
   }
 
   /// Buckets moved by each write during growth: growth from *c* to 2*c* buckets starts at
@@ -79,14 +82,14 @@ extension _ConcurrentTable {
   @usableFromInline static var bucketsMovedPerWrite: Int { 4 }
 
   @inlinable
-  func _moveBuckets(_ limit: Int) {
-    let writer = _writer.underWriteLock
+  func _moveBuckets(_ limit: Int, _ held: borrowing _WriteLockHeld) {
+    let writer = _writer.pointer(held)
     let root = writer.pointee.root
     var moved = 0
     var cursor = writer.pointee.growthCursor
     while moved < limit && cursor < root.pointee.capacity {
       if root.pointee.buckets[cursor].load(ordering: .relaxed) != _TableHeader.forwarded {
-        _moveBucket(cursor)
+        _moveBucket(cursor, held)
         moved += 1
       }
       cursor += 1
@@ -106,14 +109,14 @@ extension _ConcurrentTable {
   /// Copies bucket `index` of the root into the next table and marks it forwarded. Readers in
   /// the old chain keep reading the old nodes, which are retired. Write lock held.
   @inlinable
-  func _moveBucket(_ index: Int) {
-    let writer = _writer.underWriteLock
+  func _moveBucket(_ index: Int, _ held: borrowing _WriteLockHeld) {
+    let writer = _writer.pointer(held)
     let root = writer.pointee.root
     let next = root.pointee.nextTable.unsafelyUnwrapped
     var bits = root.pointee.buckets[index].load(ordering: .relaxed)
     while let node = _Node<Key, Value>(bits: bits) {
       bits = node.next.pointee.load(ordering: .relaxed)
-      let copy = node.copy(memory: _spare(tombstone: node.isTombstone, size: node.byteCount))
+      let copy = node.copy(memory: _spare(tombstone: node.isTombstone, size: node.byteCount, held))
       if copy.hasMetadata { writer.pointee.ring.place(copy.bits, at: copy.slot) }
       let hash = copy.storedHash ?? copy.key.pointee.hashValue
       let slot = next.pointee.buckets + (hash & next.pointee.mask)

@@ -5,34 +5,40 @@ import Synchronization
 extension _ConcurrentTable {
   /// Whether nodes with a value carry metadata. Write lock held.
   @inlinable
-  var carriesMetadata: Bool { _writer.underWriteLock.pointee.carriesMetadata }
+  func carriesMetadata(_ held: borrowing _WriteLockHeld) -> Bool {
+    _writer.pointer(held).pointee.carriesMetadata
+  }
 
   /// Makes new nodes with metadata keep their key's hash from now on (see `_Node.hashFlag`):
   /// evictions then need no hashing. Write lock held.
   @inlinable
-  func startKeepingHashes() {
-    _writer.underWriteLock.pointee.keepsHashes = true
+  func startKeepingHashes(_ held: borrowing _WriteLockHeld) {
+    _writer.pointer(held).pointee.keepsHashes = true
   }
 
   /// The version of the write that copied every entry with metadata (0: none). Write lock
   /// held.
   @inlinable
-  var metadataCopiesVersion: UInt64 { _writer.underWriteLock.pointee.metadataCopiesVersion }
+  func metadataCopiesVersion(_ held: borrowing _WriteLockHeld) -> UInt64 {
+    _writer.pointer(held).pointee.metadataCopiesVersion
+  }
 
   /// The version last published: what readers see, and, between writes, the newest state.
   /// Write lock held.
   @inlinable
-  var publishedVersion: UInt64 { _writer.underWriteLock.pointee.version }
+  func publishedVersion(_ held: borrowing _WriteLockHeld) -> UInt64 {
+    _writer.pointer(held).pointee.version
+  }
 
   /// Makes every node written from now on carry metadata. The entries present keep their
-  /// nodes, without any, until they are written again or ``giveMetadataToEveryEntry(_:_:)``
+  /// nodes, without any, until they are written again or ``giveMetadataToEveryEntry(_:_:_:)``
   /// copies them: such an entry has no cost, no deadline and no place in the ring. Write lock
   /// held.
   ///
   /// - Complexity: O(1).
   @inlinable
-  func startCarryingMetadata() {
-    let writer = _writer.underWriteLock
+  func startCarryingMetadata(_ held: borrowing _WriteLockHeld) {
+    let writer = _writer.pointer(held)
     guard !writer.pointee.carriesMetadata else { return }
     writer.pointee.carriesMetadata = true
     writer.pointee.everyEntryHasMetadata = writer.pointee.count == 0
@@ -42,9 +48,9 @@ extension _ConcurrentTable {
   /// not since). Write lock held; nothing staged.
   ///
   /// - Complexity: O(*n*); for checks.
-  var entriesWithoutMetadata: Int {
+  func entriesWithoutMetadata(_ held: borrowing _WriteLockHeld) -> Int {
     var count = 0
-    _forEachNode(at: publishedVersion) { node in
+    _forEachNode(at: publishedVersion(held)) { node in
       if !node.hasMetadata { count += 1 }
     }
     return count
@@ -58,21 +64,21 @@ extension _ConcurrentTable {
   /// - Complexity: O(*n*), once in the store's life; O(1) after.
   @inlinable
   func giveMetadataToEveryEntry(
-    _ metadata: _EntryMetadata,
+    _ metadata: _EntryMetadata, _ held: borrowing _WriteLockHeld,
     _ body: (_ old: _Node<Key, Value>?, _ new: _Node<Key, Value>) -> Void
   ) {
-    let writer = _writer.underWriteLock
+    let writer = _writer.pointer(held)
     guard writer.pointee.carriesMetadata, !writer.pointee.everyEntryHasMetadata else { return }
     writer.pointee.everyEntryHasMetadata = true
     var entries: [(Key, Value)] = []
     // What this write staged so far included: entries it removed stay removed.
-    _forEachNode(at: _stagingVersion) { node in
+    _forEachNode(at: _stagingVersion(held)) { node in
       if !node.hasMetadata { entries.append((node.key.pointee, node.value.pointee)) }
     }
     guard !entries.isEmpty else { return }
-    writer.pointee.metadataCopiesVersion = _stagingVersion
+    writer.pointee.metadataCopiesVersion = _stagingVersion(held)
     for (key, value) in entries {
-      let (old, new) = stageSet(key, value, metadata: metadata)
+      let (old, new) = stageSet(key, value, metadata: metadata, held)
       body(old, new)
     }
   }
@@ -80,23 +86,29 @@ extension _ConcurrentTable {
   /// The ring's nodes' bits by position, for a loop that reads many while the ring does not
   /// grow. Write lock held.
   @inlinable @inline(__always)
-  var ringNodes: _ChunkedElements<Int> { _writer.underWriteLock.pointee.ring.nodes.fixed }
+  func ringNodes(_ held: borrowing _WriteLockHeld) -> _ChunkedElements<Int> {
+    _writer.pointer(held).pointee.ring.nodes.fixed
+  }
 
   /// The number of ring positions, free ones included. Write lock held.
   @inlinable
-  var ringCount: Int { _writer.underWriteLock.pointee.ring.count }
+  func ringCount(_ held: borrowing _WriteLockHeld) -> Int {
+    _writer.pointer(held).pointee.ring.count
+  }
 
   /// The current node at ring position `position`, or `nil` for a free position. Write lock
   /// held; the node stays valid until the lock is released.
   @inlinable @inline(__always)
-  func ringNode(at position: Int) -> _Node<Key, Value>? {
-    _Node(bits: _writer.underWriteLock.pointee.ring[position])
+  func ringNode(at position: Int, _ held: borrowing _WriteLockHeld) -> _Node<Key, Value>? {
+    _Node(bits: _writer.pointer(held).pointee.ring[position])
   }
 
   /// The number of the ring's free positions (holes, and maybe stale ones past its end).
   /// Write lock held.
   @inlinable @inline(__always)
-  var freeRingPositionCount: Int { _writer.underWriteLock.pointee.ring.freePositions.count }
+  func freeRingPositionCount(_ held: borrowing _WriteLockHeld) -> Int {
+    _writer.pointer(held).pointee.ring.freePositions.count
+  }
 
   /// Fills one hole of the ring with its last entry, after dropping the holes at its end, and
   /// returns the positions the entry moved from and to; `nil` when no hole is left. Called a
@@ -105,8 +117,8 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(1) amortised.
   @inlinable @inline(__always)
-  func fillRingHole() -> (from: Int, to: Int)? {
-    guard let (from, to, bits) = _writer.underWriteLock.pointee.ring.fillHole() else { return nil }
+  func fillRingHole(_ held: borrowing _WriteLockHeld) -> (from: Int, to: Int)? {
+    guard let (from, to, bits) = _writer.pointer(held).pointee.ring.fillHole() else { return nil }
     _Node<Key, Value>(bits: bits).unsafelyUnwrapped.slot = to
     return (from, to)
   }
@@ -119,9 +131,9 @@ extension _ConcurrentTable {
   /// key's hash, each key once, a kept hash its key's, the counts exact, nothing staged.
   /// Write lock held (or no other thread using the table).
   @usableFromInline
-  func _checkInvariants() {
+  func _checkInvariants(_ held: borrowing _WriteLockHeld) {
     #if DEBUG
-      let writer = _writer.underWriteLock
+      let writer = _writer.pointer(held)
       precondition(!writer.pointee.staged, "Internal inconsistency: changes left staged")
       var keys = Set<Key>()
       var entries = 0
@@ -162,7 +174,7 @@ extension _ConcurrentTable {
           node.hasMetadata && !node.isTombstone && node.slot == position,
           "Internal inconsistency: a ring position holds a node not at that position")
         precondition(
-          _peekNode(node.key.pointee)?.bits == bits,
+          _peekNode(node.key.pointee, held)?.bits == bits,
           "Internal inconsistency: the ring holds a node that is not its key's current one")
       }
       if writer.pointee.carriesMetadata {
@@ -189,7 +201,7 @@ extension _ConcurrentTable {
   /// The current node of `key` (a tombstone included), found without moving any bucket, for
   /// checks. Write lock held.
   @usableFromInline
-  func _peekNode(_ key: Key) -> _Node<Key, Value>? {
-    _find(key, in: _currentSlot(hash: key.hashValue))?.1
+  func _peekNode(_ key: Key, _ held: borrowing _WriteLockHeld) -> _Node<Key, Value>? {
+    _find(key, in: _currentSlot(hash: key.hashValue, held))?.1
   }
 }

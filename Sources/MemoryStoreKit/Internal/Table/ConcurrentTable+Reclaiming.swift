@@ -8,8 +8,8 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(1) amortised.
   @inlinable
-  func publish() -> _TableGarbage? {
-    let writer = _writer.underWriteLock
+  func publish(_ held: borrowing _WriteLockHeld) -> _TableGarbage? {
+    let writer = _writer.pointer(held)
     guard writer.pointee.staged else { return nil }
     writer.pointee.staged = false
     let version = writer.pointee.version &+ 1
@@ -23,7 +23,7 @@ extension _ConcurrentTable {
     guard writer.pointee.currentLimboCount >= writer.pointee.reclaimThreshold else {
       return nil
     }
-    return _reclaim()
+    return _reclaim(held)
   }
 
   /// Advances the epoch if no reader of the previous one is left, and returns what was
@@ -33,8 +33,8 @@ extension _ConcurrentTable {
   /// - Complexity: O(*r*) for the *r* items retired since the last advance, at most
   ///   ``tombstonesPerReclaim`` tombstones, and a scan of the reader stripes.
   @inlinable
-  func _reclaim() -> _TableGarbage? {
-    let writer = _writer.underWriteLock
+  func _reclaim(_ held: borrowing _WriteLockHeld) -> _TableGarbage? {
+    let writer = _writer.pointer(held)
     let epoch = writer.pointee.epoch
     // Order the unlinking stores before the counter loads (a store-load pair).
     atomicMemoryFence(ordering: .sequentiallyConsistent)
@@ -49,7 +49,7 @@ extension _ConcurrentTable {
     // before this epoch hides. They are unlinked a bounded number at a time, and the epoch
     // advances only once none is left: so a listed tombstone is never freed (that takes an
     // advance) before its entry is processed.
-    guard _unlinkTombstones(linkedBefore: epoch, limit: Self.tombstonesPerReclaim) else {
+    guard _unlinkTombstones(linkedBefore: epoch, limit: Self.tombstonesPerReclaim, held) else {
       return nil
     }
     var garbage = _TableGarbage()
@@ -86,22 +86,23 @@ extension _ConcurrentTable {
   /// - Complexity: O(*r*) for the *r* items it frees, at most ``tombstonesPerReclaim``
   ///   tombstones.
   @inlinable
-  func reclaimStep() -> (garbage: _TableGarbage?, isFinished: Bool) {
-    if retainedCount == 0 { return (nil, true) }
-    let epoch = _writer.underWriteLock.pointee.epoch
-    let garbage = _reclaim()
-    if _writer.underWriteLock.pointee.epoch == epoch {
+  func reclaimStep(_ held: borrowing _WriteLockHeld) -> (garbage: _TableGarbage?, isFinished: Bool)
+  {
+    if retainedCount(held) == 0 { return (nil, true) }
+    let epoch = _writer.pointer(held).pointee.epoch
+    let garbage = _reclaim(held)
+    if _writer.pointer(held).pointee.epoch == epoch {
       // Not advanced: a reader holds the previous epoch, or tombstones remain to unlink.
       return (nil, _readers.hasReaders(in: (epoch + 1) & 1))
     }
-    return (garbage, retainedCount == 0)
+    return (garbage, retainedCount(held) == 0)
   }
 
   /// The number of things retired and not freed yet (nodes, tables and tombstones). Write
   /// lock held.
   @inlinable
-  var retainedCount: Int {
-    let writer = _writer.underWriteLock
+  func retainedCount(_ held: borrowing _WriteLockHeld) -> Int {
+    let writer = _writer.pointer(held)
     return writer.pointee.limbo.0.count + writer.pointee.limbo.1.count
       + writer.pointee.unlinked.count + writer.pointee.tombstones.count
       - writer.pointee.tombstonesStart
@@ -113,8 +114,10 @@ extension _ConcurrentTable {
   /// It retires nothing itself, and moves no bucket (which would retire the nodes it moves):
   /// whatever it makes unreachable must wait for readers of both parities.
   @inlinable
-  func _unlinkTombstones(linkedBefore epoch: Int, limit: Int) -> Bool {
-    let writer = _writer.underWriteLock
+  func _unlinkTombstones(linkedBefore epoch: Int, limit: Int, _ held: borrowing _WriteLockHeld)
+    -> Bool
+  {
+    let writer = _writer.pointer(held)
     var index = writer.pointee.tombstonesStart
     let end = index + limit
     while index < writer.pointee.tombstones.count,
@@ -136,7 +139,7 @@ extension _ConcurrentTable {
       // Otherwise it belongs to a generation that `removeAll()` retired, whose free frees it
       // with the rest of its chain.
       if let link = _link(
-        to: tombstone, in: _currentSlot(hash: tombstone.storedHash.unsafelyUnwrapped))
+        to: tombstone, in: _currentSlot(hash: tombstone.storedHash.unsafelyUnwrapped, held))
       {
         link.pointee.store(tombstone.next.pointee.load(ordering: .relaxed), ordering: .releasing)
         writer.pointee.tombstoneCount -= 1
@@ -155,7 +158,7 @@ extension _ConcurrentTable {
     return true
   }
 
-  /// Frees what ``publish()`` returned. Call without holding the write lock: it runs the
+  /// Frees what ``publish(_:)`` returned. Call without holding the write lock: it runs the
   /// `deinit`s of keys and values.
   ///
   /// - Complexity: O(*k*) for the *k* nodes freed; a whole generation retired by
@@ -208,8 +211,10 @@ extension _ConcurrentTable {
   /// Blocks too small (nodes without metadata, freed after the store started keeping it) are
   /// freed as they are met: each once.
   @inlinable @inline(__always)
-  func _spare(tombstone: Bool, size: Int) -> UnsafeMutableRawPointer? {
-    let writer = _writer.underWriteLock
+  func _spare(tombstone: Bool, size: Int, _ held: borrowing _WriteLockHeld)
+    -> UnsafeMutableRawPointer?
+  {
+    let writer = _writer.pointer(held)
     while true {
       var head = tombstone ? writer.pointee.spareTombstones : writer.pointee.spareNodes
       if head == 0 {
@@ -240,14 +245,14 @@ extension _ConcurrentTable {
 
   /// A spare block for a node with a value, sized for metadata if nodes carry it.
   @inlinable @inline(__always)
-  func _spareValueNode() -> UnsafeMutableRawPointer? {
-    _spare(tombstone: false, size: _Node<Key, Value>.valueNodeSize)
+  func _spareValueNode(_ held: borrowing _WriteLockHeld) -> UnsafeMutableRawPointer? {
+    _spare(tombstone: false, size: _Node<Key, Value>.valueNodeSize, held)
   }
 
   /// A spare block for a tombstone.
   @inlinable @inline(__always)
-  func _spareTombstone() -> UnsafeMutableRawPointer? {
-    _spare(tombstone: true, size: _Node<Key, Value>.tombstoneSize)
+  func _spareTombstone(_ held: borrowing _WriteLockHeld) -> UnsafeMutableRawPointer? {
+    _spare(tombstone: true, size: _Node<Key, Value>.tombstoneSize, held)
   }
 
   @inlinable

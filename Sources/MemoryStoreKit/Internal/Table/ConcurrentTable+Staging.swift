@@ -5,25 +5,27 @@ import Synchronization
 extension _ConcurrentTable {
   /// The version staged changes get.
   @inlinable
-  var _stagingVersion: UInt64 { _writer.underWriteLock.pointee.version &+ 1 }
+  func _stagingVersion(_ held: borrowing _WriteLockHeld) -> UInt64 {
+    _writer.pointer(held).pointee.version &+ 1
+  }
 
   /// The number of entries including staged changes. Write lock held.
   @inlinable
-  var stagedCount: Int { _writer.underWriteLock.pointee.count }
+  func stagedCount(_ held: borrowing _WriteLockHeld) -> Int { _writer.pointer(held).pointee.count }
 
   /// The value of `key` including staged changes. Write lock held.
   @inlinable
-  func stagedValue(forKey key: Key) -> Value? {
-    guard let node = stagedNode(forKey: key) else { return nil }
+  func stagedValue(forKey key: Key, _ held: borrowing _WriteLockHeld) -> Value? {
+    guard let node = stagedNode(forKey: key, held) else { return nil }
     return node.value.pointee
   }
 
   /// The current node of `key` including staged changes, unless the key is absent. Write lock
   /// held; the node stays valid until the lock is released.
   @inlinable
-  func stagedNode(forKey key: Key) -> _Node<Key, Value>? {
+  func stagedNode(forKey key: Key, _ held: borrowing _WriteLockHeld) -> _Node<Key, Value>? {
     let hash = key.hashValue
-    guard let (_, node) = _find(key, in: _writeSlot(hash: hash)), !node.isTombstone
+    guard let (_, node) = _find(key, in: _writeSlot(hash: hash, held)), !node.isTombstone
     else { return nil }
     return node
   }
@@ -34,15 +36,15 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: one hash of `key`.
   @inlinable @inline(__always)
   @discardableResult
-  func stageSet(_ key: Key, _ value: Value) -> Value? {
-    stageSet(key, value, hash: key.hashValue)
+  func stageSet(_ key: Key, _ value: Value, _ held: borrowing _WriteLockHeld) -> Value? {
+    stageSet(key, value, hash: key.hashValue, held)
   }
 
-  /// ``stageSet(_:_:)`` of a key whose `hashValue` is `hash`.
+  /// ``stageSet(_:_:_:)`` of a key whose `hashValue` is `hash`.
   @inlinable @inline(__always)
   @discardableResult
-  func stageSet(_ key: Key, _ value: Value, hash: Int) -> Value? {
-    guard let old = stageSet(key, value, metadata: nil, hash: hash).old, !old.isTombstone
+  func stageSet(_ key: Key, _ value: Value, hash: Int, _ held: borrowing _WriteLockHeld) -> Value? {
+    guard let old = stageSet(key, value, metadata: nil, hash: hash, held).old, !old.isTombstone
     else { return nil }
     return old.value.pointee
   }
@@ -56,26 +58,28 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: one hash of `key`.
   @inlinable @inline(__always)
   func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max,
+    _ held: borrowing _WriteLockHeld
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
-    stageSet(key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: key.hashValue)
+    stageSet(
+      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: key.hashValue, held)
   }
 
-  /// ``stageSet(_:_:metadata:)`` of a key whose `hashValue` is `hash`.
+  /// ``stageSet(_:_:metadata:idleExpiresAt:_:)`` of a key whose `hashValue` is `hash`.
   @inlinable @inline(__always)
   func stageSet(
     _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max,
-    hash: Int
+    hash: Int, _ held: borrowing _WriteLockHeld
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
-    let writer = _writer.underWriteLock
-    _growStep()
-    let slot = _writeSlot(hash: hash)
+    let writer = _writer.pointer(held)
+    _growStep(held)
+    let slot = _writeSlot(hash: hash, held)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
       let node = _makeNode(
         key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: old,
-        version: version)
+        version: version, held)
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
       writer.pointee.retire(.node(old.bits))
@@ -89,11 +93,11 @@ extension _ConcurrentTable {
     }
     let node = _makeNode(
       key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: nil,
-      version: version)
+      version: version, held)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
     writer.pointee.count += 1
-    _growIfNeeded()
+    _growIfNeeded(held)
     return (nil, node)
   }
 
@@ -102,20 +106,20 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   func _makeNode(
     _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64, hash: Int,
-    replacing old: _Node<Key, Value>?, version: UInt64
+    replacing old: _Node<Key, Value>?, version: UInt64, _ held: borrowing _WriteLockHeld
   ) -> _Node<Key, Value> {
-    let writer = _writer.underWriteLock
-    guard let metadata = metadata ?? _defaultMetadata else {
+    let writer = _writer.pointer(held)
+    guard let metadata = metadata ?? _defaultMetadata(held) else {
       return _Node.make(
         key: key, value: value, version: version, older: old?.bits ?? 0,
-        memory: _spareValueNode())
+        memory: _spareValueNode(held))
     }
     let keptHash = writer.pointee.keepsHashes ? hash : nil
     let memory = _spare(
       tombstone: false,
       size: _Node<Key, Value>.metadataNodeSize(
         flags: _Node<Key, Value>.flags(
-          for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: keptHash != nil)))
+          for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: keptHash != nil)), held)
     if let old, old.hasMetadata {
       let node = _Node.make(
         key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt,
@@ -135,8 +139,8 @@ extension _ConcurrentTable {
   /// The metadata of a node written without any while nodes carry metadata (so that every
   /// entry has some), or `nil`. Write lock held.
   @inlinable @inline(__always)
-  var _defaultMetadata: _EntryMetadata? {
-    _writer.underWriteLock.pointee.carriesMetadata
+  func _defaultMetadata(_ held: borrowing _WriteLockHeld) -> _EntryMetadata? {
+    _writer.pointer(held).pointee.carriesMetadata
       ? _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0) : nil
   }
 
@@ -145,8 +149,8 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: one hash of `key`.
   @inlinable @inline(__always)
   @discardableResult
-  func stageRemove(_ key: Key) -> Value? {
-    stageRemoveNode(key)?.value.pointee
+  func stageRemove(_ key: Key, _ held: borrowing _WriteLockHeld) -> Value? {
+    stageRemoveNode(key, held)?.value.pointee
   }
 
   /// Stages the removal of `key`, whose hash is `hash` if the caller knows it (a node with
@@ -155,12 +159,14 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(1) on average: at most one hash of `key`.
   @inlinable @inline(__always)
-  func stageRemoveNode(_ key: Key, hash knownHash: Int? = nil) -> _Node<Key, Value>? {
-    _growStep()
+  func stageRemoveNode(_ key: Key, hash knownHash: Int? = nil, _ held: borrowing _WriteLockHeld)
+    -> _Node<Key, Value>?
+  {
+    _growStep(held)
     let hash = knownHash ?? key.hashValue
-    let slot = _writeSlot(hash: hash)
+    let slot = _writeSlot(hash: hash, held)
     guard let (predecessor, old) = _find(key, in: slot), !old.isTombstone else { return nil }
-    _stageRemoval(of: old, linkedFrom: predecessor, hash: hash)
+    _stageRemoval(of: old, linkedFrom: predecessor, hash: hash, held)
     return old
   }
 
@@ -171,16 +177,16 @@ extension _ConcurrentTable {
   ///
   /// - Complexity: O(1) on average.
   @inlinable @inline(__always)
-  func stageRemoveEntry(at position: Int) -> _Node<Key, Value> {
-    _growStep()
-    let hash = ringNode(at: position).unsafelyUnwrapped.hash
-    let slot = _writeSlot(hash: hash)
+  func stageRemoveEntry(at position: Int, _ held: borrowing _WriteLockHeld) -> _Node<Key, Value> {
+    _growStep(held)
+    let hash = ringNode(at: position, held).unsafelyUnwrapped.hash
+    let slot = _writeSlot(hash: hash, held)
     // Read only now: growth may have just copied the node into the new table.
-    let old = ringNode(at: position).unsafelyUnwrapped
+    let old = ringNode(at: position, held).unsafelyUnwrapped
     guard let link = _link(to: old, in: slot) else {
       preconditionFailure("Internal inconsistency: a ring entry not in its chain")
     }
-    _stageRemoval(of: old, linkedFrom: link, hash: hash)
+    _stageRemoval(of: old, linkedFrom: link, hash: hash, held)
     return old
   }
 
@@ -205,14 +211,14 @@ extension _ConcurrentTable {
   @inlinable @inline(__always)
   func _stageRemoval(
     of old: _Node<Key, Value>, linkedFrom predecessor: UnsafeMutablePointer<Atomic<Int>>,
-    hash: Int
+    hash: Int, _ held: borrowing _WriteLockHeld
   ) {
-    let writer = _writer.underWriteLock
+    let writer = _writer.pointer(held)
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true
     let tombstone = _Node<Key, Value>.makeTombstone(
       key: old.key.pointee, hash: hash, version: version, older: old.bits,
-      memory: _spareTombstone())
+      memory: _spareTombstone(held))
     tombstone.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
     predecessor.pointee.store(tombstone.bits, ordering: .releasing)
     if old.hasMetadata { writer.pointee.ring.vacate(old.slot) }
@@ -228,8 +234,8 @@ extension _ConcurrentTable {
   /// - Complexity: O(1); the old generation is freed later, outside the lock.
   @inlinable
   @discardableResult
-  func stageRemoveAll() -> Bool {
-    let writer = _writer.underWriteLock
+  func stageRemoveAll(_ held: borrowing _WriteLockHeld) -> Bool {
+    let writer = _writer.pointer(held)
     guard writer.pointee.count > 0 else { return false }
     let version = writer.pointee.version &+ 1
     writer.pointee.staged = true

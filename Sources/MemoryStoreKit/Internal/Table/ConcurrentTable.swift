@@ -96,7 +96,7 @@ final class _ConcurrentTable<Key: Hashable, Value> {
   }
 
   deinit {
-    let writer = _writer.underWriteLock
+    let writer = _writer.pointerAtDeinit
     var garbage = _TableGarbage()
     garbage.items.append(.generation(writer.pointee.root))
     garbage.items.append(contentsOf: writer.pointee.limbo.0)
