@@ -455,8 +455,8 @@ extension MemoryStore {
   /// - with ``tracksReads`` on, delivers at once the notices that writes made before the call
   ///   handed to the scheduler (see ``tracksReads``), and waits for them;
   /// - frees the values that writes replaced or removed, when no reader still needs them,
-  ///   rather than leaving them for later writes to free, and waits for the background queue
-  ///   that frees large groups of them (so a value's `deinit` must not wait for a lock that the
+  ///   rather than leaving them for later writes to free, and waits for the background queues
+  ///   that coalesce logged changes and free large groups of values (so a value's `deinit` must not wait for a lock that the
   ///   caller of `flush()` holds).
   ///
   /// Use it in tests, and before an app quits. Thread-safe.
@@ -464,6 +464,9 @@ extension MemoryStore {
   /// - Complexity: O(*k* + *r*) for the *k* keys changed since the previous batch and the *r*
   ///   values replaced or removed since they were last freed.
   public func flush() async {
+    // A background pass that coalesced logged changes before the call has let go of what it
+    // took (a clear's contents, replaced values) before those are counted as freed.
+    await _Overcommit.afterQueuedWork()
     _settle()
     await _flushChanges()
     // Delivered on the removals queue, in order after the deliveries already queued: including

@@ -194,8 +194,23 @@ enum _Overcommit {
   /// One serial queue of the overcommitting pool, for work that is frequent and short (the
   /// background coalescing of logged changes): made once, so that such work costs an `async`
   /// and not a new queue each time.
-  @usableFromInline static let serial = DispatchQueue(
-    label: "MemoryStore.background", qos: .utility)
+  @usableFromInline static let serial: DispatchQueue = {
+    let queue = DispatchQueue(label: "MemoryStore.background", qos: .utility)
+    queue.setSpecific(key: serialKey, value: ())
+    return queue
+  }()
+
+  /// Marks ``serial``, so that work can tell it runs there.
+  static let serialKey = DispatchSpecificKey<Void>()
+
+  /// Returns once the work queued on ``serial`` before the call has run, without blocking a
+  /// thread meanwhile; at once when called from that queue.
+  static func afterQueuedWork() async {
+    guard DispatchQueue.getSpecific(key: serialKey) == nil else { return }
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+      serial.async { done.resume() }
+    }
+  }
 
   /// Runs `work` once, soon, on a thread of the overcommitting pool.
   @usableFromInline
