@@ -275,7 +275,7 @@ extension MemoryStore {
       // deadline, no idle deadline).
       let (old, node) = _table.stageSet(
         key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
-        idleExpiresAt: .max, hash: hash, access.held)
+        hash: hash, access.held)
       let costLimit = access.policy.limits.costLimit
       if let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
         old.cost == cost || costLimit == 0

@@ -106,12 +106,10 @@ struct _Node<Key: Hashable, Value> {
 
   /// The stamp flags of a node carrying `metadata`: which optional fields it stores.
   @inlinable @inline(__always)
-  static func flags(
-    for metadata: _EntryMetadata, idleExpiresAt: Int64 = .max, keepsHash: Bool = true
-  ) -> UInt64 {
+  static func flags(for metadata: _EntryMetadata, keepsHash: Bool = true) -> UInt64 {
     metadataFlag | (metadata.expiresAt != .max ? expiryFlag : 0)
       | (metadata.cost != 0 ? costFlag : 0) | (metadata.writtenAt != 0 ? writtenAtFlag : 0)
-      | (idleExpiresAt != .max ? idleFlag : 0) | (keepsHash ? hashFlag : 0)
+      | (metadata.idleExpiresAt != .max ? idleFlag : 0) | (keepsHash ? hashFlag : 0)
   }
 
   /// The size of a node holding a value and metadata with the stamp flags `flags`.
@@ -143,16 +141,14 @@ struct _Node<Key: Hashable, Value> {
     return node
   }
 
-  /// A node holding `value`, `metadata` and the idle deadline `idleExpiresAt` (`Int64.max`:
-  /// none), not linked yet, in `memory` (a spare block of at least
-  /// ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
+  /// A node holding `value` and `metadata`, not linked yet, in `memory` (a spare block of at
+  /// least ``metadataNodeSize(flags:)`` bytes) or in a new allocation.
   @inlinable
   static func make(
-    key: Key, value: Value, metadata: _EntryMetadata, idleExpiresAt: Int64 = .max,
-    recency: UInt32, slot: Int, hash: Int?, version: UInt64, older: Int,
-    memory: UnsafeMutableRawPointer? = nil
+    key: Key, value: Value, metadata: _EntryMetadata, recency: UInt32, slot: Int, hash: Int?,
+    version: UInt64, older: Int, memory: UnsafeMutableRawPointer? = nil
   ) -> _Node {
-    let flags = self.flags(for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: hash != nil)
+    let flags = self.flags(for: metadata, keepsHash: hash != nil)
     let node = allocate(
       byteCount: metadataNodeSize(flags: flags), version: version, flags: flags, older: older,
       memory: memory)
@@ -176,7 +172,7 @@ struct _Node<Key: Hashable, Value> {
     }
     if flags & idleFlag != 0 {
       field.bindMemory(to: Atomic<Int64>.self, capacity: 1).initialize(
-        to: Atomic(idleExpiresAt))
+        to: Atomic(metadata.idleExpiresAt))
       field += 8
     }
     if let hash { field.storeBytes(of: hash, as: Int.self) }
@@ -227,7 +223,7 @@ struct _Node<Key: Hashable, Value> {
     }
     if hasMetadata {
       return _Node.make(
-        key: key.pointee, value: value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt,
+        key: key.pointee, value: value.pointee, metadata: metadata,
         recency: recency.pointee.load(ordering: .relaxed), slot: slot,
         hash: storedHash, version: version, older: older, memory: memory)
     }
@@ -300,7 +296,8 @@ struct _Node<Key: Hashable, Value> {
   /// The node's metadata; only on a node that ``hasMetadata``.
   @inlinable @inline(__always)
   var metadata: _EntryMetadata {
-    _EntryMetadata(writtenAt: writtenAt, expiresAt: expiresAt, cost: cost)
+    _EntryMetadata(
+      writtenAt: writtenAt, expiresAt: expiresAt, cost: cost, idleExpiresAt: idleExpiresAt)
   }
 
   /// Where the optional metadata field `flag` is, given the stamp.
@@ -454,16 +451,19 @@ func _roundUp(_ value: Int, toMultipleOf alignment: Int) -> Int {
 @usableFromInline
 struct _EntryMetadata {
   @usableFromInline var writtenAt: Int64
-  /// When its time to live ends; `Int64.max`: never. (Its idle deadline, which reads move,
-  /// is kept apart: see ``_Node/idleExpiresAt``.)
+  /// When its time to live ends; `Int64.max`: never.
   @usableFromInline var expiresAt: Int64
   @usableFromInline var cost: Int
+  /// When it expires unless it is read before; `Int64.max`: never. A node starts with it,
+  /// and reads push it back in the node (see ``_Node/idleExpiresAt``).
+  @usableFromInline var idleExpiresAt: Int64
 
   @inlinable
-  init(writtenAt: Int64, expiresAt: Int64, cost: Int) {
+  init(writtenAt: Int64, expiresAt: Int64, cost: Int, idleExpiresAt: Int64 = .max) {
     self.writtenAt = writtenAt
     self.expiresAt = expiresAt
     self.cost = cost
+    self.idleExpiresAt = idleExpiresAt
   }
 }
 

@@ -11,6 +11,7 @@ extension _Transaction {
   ) {
     var entryMetadata = carriesMetadata ? metadata(cost: 0, timeToLive: nil, in: store) : nil
     let defaultExpiry = entryMetadata?.expiresAt ?? .max
+    let defaultIdleExpiry = entryMetadata?.idleExpiresAt ?? .max
     let idleLifetime = policy.expiry.idleLifetime
     for (key, value) in entries {
       if let costs { entryMetadata?.cost = costs[key] ?? 0 }
@@ -18,11 +19,13 @@ extension _Transaction {
         entryMetadata?.expiresAt =
           lifetimes[key].map { now.addingSaturating($0.nanoseconds) } ?? defaultExpiry
       }
-      var idleExpiresAt: Int64?
-      if let idleLifetime, let idleTime = idleTimes?[key] {
-        idleExpiresAt = now.addingSaturating(Swift.min(idleTime, idleLifetime))
+      if let idleTimes {
+        entryMetadata?.idleExpiresAt =
+          idleLifetime.flatMap { idleLifetime in
+            idleTimes[key].map { now.addingSaturating(Swift.min($0, idleLifetime)) }
+          } ?? defaultIdleExpiry
       }
-      _ = set(key, value, entryMetadata, idleExpiresAt: idleExpiresAt, in: store)
+      _ = set(key, value, entryMetadata, in: store)
     }
   }
 
@@ -53,17 +56,15 @@ extension _Transaction {
       // A node without metadata (loaded before the policy was active) reads as no deadline.
       guard let node = table.stagedNode(forKey: key, held) else { continue }
       var metadata = node.metadata
-      var idleExpiresAt = node.idleExpiresAt
       if let lifetime, metadata.expiresAt == .max {
         metadata.expiresAt = now.addingSaturating(lifetime)
       }
       if let idleLifetime, !node.expiresWhenIdle {
-        idleExpiresAt = now.addingSaturating(idleLifetime)
+        metadata.idleExpiresAt = now.addingSaturating(idleLifetime)
       }
-      guard metadata.expiresAt != node.expiresAt || idleExpiresAt != node.idleExpiresAt
+      guard metadata.expiresAt != node.expiresAt || metadata.idleExpiresAt != node.idleExpiresAt
       else { continue }
-      let (old, new) = table.stageSet(
-        key, node.value.pointee, metadata: metadata, idleExpiresAt: idleExpiresAt, held)
+      let (old, new) = table.stageSet(key, node.value.pointee, metadata: metadata, held)
       policy.track(new, replacing: old, count: table.stagedCount(held))
       changed = true
     }

@@ -282,7 +282,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     return _EntryMetadata(
       writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
-      cost: cost)
+      cost: cost, idleExpiresAt: idleDeadline)
   }
 
   /// The idle deadline of an entry written or touched now (`Int64.max`: none, without a time to
@@ -335,19 +335,18 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     return applied.previous
   }
 
-  /// Stages `key` → `value`, with the idle deadline `idleExpiresAt` (`nil`: the time to idle's
-  /// from now); returns the live value it replaces (an expired one is logged as removed by
-  /// expiry first) and the entry's ring position (-1 on a store without a policy).
+  /// Stages `key` → `value` with `metadata` (`nil`: in a table without metadata); returns the
+  /// live value it replaces (an expired one is logged as removed by expiry first) and the
+  /// entry's ring position (-1 on a store without a policy).
   @inlinable @inline(__always)
   mutating func set(
-    _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, idleExpiresAt: Int64? = nil,
-    hash: Int? = nil, in store: MemoryStore<Key, Value>
+    _ key: Key, _ value: Value, _ metadata: _EntryMetadata?, hash: Int? = nil,
+    in store: MemoryStore<Key, Value>
   ) -> (previous: Value?, position: Int) {
     // Hashed once, for the table and the change log (a node keeps its hash only with a limit).
     let hash = hash ?? key.hashValue
     let (old, node) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt ?? idleDeadline, hash: hash, held
-    )
+      key, value, metadata: metadata, hash: hash, held)
     return noteStaged(key, value, replacing: old, node: node, hash: hash, in: store)
   }
 
@@ -407,10 +406,10 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     // Without metadata (written before the policy was active): no cost, no deadline.
     var metadata = node.metadata
     if let lifetime { metadata.expiresAt = now.addingSaturating(lifetime) }
-    let value = node.value.pointee
     // A touch is a use: it renews the idle deadline too.
-    let (old, new) = store._table.stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleDeadline, held)
+    metadata.idleExpiresAt = idleDeadline
+    let value = node.value.pointee
+    let (old, new) = store._table.stageSet(key, value, metadata: metadata, held)
     policy.track(new, replacing: old, count: store._table.stagedCount(held))
     changed = true
     protected = new.slot

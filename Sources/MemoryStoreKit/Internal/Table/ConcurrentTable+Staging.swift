@@ -58,17 +58,17 @@ extension _ConcurrentTable {
   /// - Complexity: O(1) on average: one hash of `key`.
   @inlinable @inline(__always)
   func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max,
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?,
     _ held: borrowing _WriteLockHeld
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     stageSet(
-      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: key.hashValue, held)
+      key, value, metadata: metadata, hash: key.hashValue, held)
   }
 
-  /// ``stageSet(_:_:metadata:idleExpiresAt:_:)`` of a key whose `hashValue` is `hash`.
+  /// ``stageSet(_:_:metadata:_:)`` of a key whose `hashValue` is `hash`.
   @inlinable @inline(__always)
   func stageSet(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64 = .max,
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?,
     hash: Int, _ held: borrowing _WriteLockHeld
   ) -> (old: _Node<Key, Value>?, new: _Node<Key, Value>) {
     let writer = _writer.pointer(held)
@@ -78,7 +78,7 @@ extension _ConcurrentTable {
     writer.pointee.staged = true
     if let (predecessor, old) = _find(key, in: slot) {
       let node = _makeNode(
-        key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: old,
+        key, value, metadata: metadata, hash: hash, replacing: old,
         version: version, held)
       node.next.pointee.store(old.next.pointee.load(ordering: .relaxed), ordering: .relaxed)
       predecessor.pointee.store(node.bits, ordering: .releasing)
@@ -92,7 +92,7 @@ extension _ConcurrentTable {
       return (old, node)
     }
     let node = _makeNode(
-      key, value, metadata: metadata, idleExpiresAt: idleExpiresAt, hash: hash, replacing: nil,
+      key, value, metadata: metadata, hash: hash, replacing: nil,
       version: version, held)
     node.next.pointee.store(slot.pointee.load(ordering: .relaxed), ordering: .relaxed)
     slot.pointee.store(node.bits, ordering: .releasing)
@@ -105,7 +105,7 @@ extension _ConcurrentTable {
   /// position if it has one. Write lock held.
   @inlinable @inline(__always)
   func _makeNode(
-    _ key: Key, _ value: Value, metadata: _EntryMetadata?, idleExpiresAt: Int64, hash: Int,
+    _ key: Key, _ value: Value, metadata: _EntryMetadata?, hash: Int,
     replacing old: _Node<Key, Value>?, version: UInt64, _ held: borrowing _WriteLockHeld
   ) -> _Node<Key, Value> {
     let writer = _writer.pointer(held)
@@ -119,10 +119,10 @@ extension _ConcurrentTable {
       tombstone: false,
       size: _Node<Key, Value>.metadataNodeSize(
         flags: _Node<Key, Value>.flags(
-          for: metadata, idleExpiresAt: idleExpiresAt, keepsHash: keptHash != nil)), held)
+          for: metadata, keepsHash: keptHash != nil)), held)
     if let old, old.hasMetadata {
       let node = _Node.make(
-        key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt,
+        key: key, value: value, metadata: metadata,
         recency: _Recency.rewritten(old.recency.pointee.load(ordering: .relaxed)),
         slot: old.slot, hash: keptHash, version: version, older: old.bits, memory: memory)
       writer.pointee.ring.place(node.bits, at: node.slot)
@@ -130,7 +130,7 @@ extension _ConcurrentTable {
     }
     let position = writer.pointee.ring.take()
     let node = _Node.make(
-      key: key, value: value, metadata: metadata, idleExpiresAt: idleExpiresAt, recency: 0,
+      key: key, value: value, metadata: metadata, recency: 0,
       slot: position, hash: keptHash, version: version, older: old?.bits ?? 0, memory: memory)
     writer.pointee.ring.place(node.bits, at: position)
     return node
