@@ -81,3 +81,48 @@ import Testing
     store._checkInvariants()
   }
 }
+
+/// A first default time to live set while another thread writes: the writes that follow it
+/// get deadlines from the clock, none earlier than a write made after the setting, and the
+/// policy's bookkeeping stays exact through the switch from writes that need no clock to writes
+/// that read it (decided under the write lock).
+@Suite("Write time under the lock") struct WriteTimeUnderTheLockTests {
+  @Test func writesRacingTheFirstDefaultTimeToLiveGetDeadlinesFromTheClock() {
+    for round in 0..<20 {
+      let store = MemoryStore<Int, Int>()
+      let keys = 512
+      let isSet = Atomic<Bool>(false)
+      let done: [Void]? = runOnThreads(2) { thread in
+        if thread == 0 {
+          // Writes before, across and after the setting, then every key once more after it.
+          var step = 0
+          while !isSet.load(ordering: .acquiring) {
+            store[step % keys] = step
+            step += 1
+          }
+          for key in 0..<keys { store[key] = -key }
+        } else {
+          // A little later each round, so that the setting falls among the writes.
+          var spin = 0
+          for _ in 0..<(round * 2_000) { spin &+= 1 }
+          store.defaultTimeToLive = .seconds(3_600)
+          // A write after the setting: its deadline is the earliest any later write may get.
+          store[-1] = spin
+          isSet.store(true, ordering: .releasing)
+        }
+      }
+      #expect(done != nil)
+      #expect(store.count == keys + 1)
+      for key in 0..<keys {
+        // Written after the sentinel, each key expires no earlier than it.
+        let left = store.terms(forKey: key)?.timeToLive
+        let sentinelLeft = store.terms(forKey: -1)?.timeToLive
+        #expect(
+          left != nil && sentinelLeft != nil && left! >= sentinelLeft!,
+          "\(key): \(String(describing: left)), the sentinel \(String(describing: sentinelLeft))")
+      }
+      #expect(store._policyMismatch() == nil)
+      store._checkInvariants()
+    }
+  }
+}
