@@ -138,8 +138,9 @@ extension MemoryStore {
   }
 
   /// ``_writeTime(timeToLive:readBefore:_:)`` when the write reads a clock (out of line: see
-  /// ``_finishRarely(_:now:)``).
-  @usableFromInline @inline(never)
+  /// ``_finishRarely(_:now:)``; inlinable, so that it is specialised: unspecialised, each field
+  /// of the store it reads costs a call for its offset).
+  @inlinable @inline(never)
   func _timedWriteTime(
     timeToLive: Duration?, readBefore: Int64, _ access: borrowing _WriteAccess<Key, Value>
   ) -> Int64 {

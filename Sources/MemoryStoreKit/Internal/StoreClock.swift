@@ -1,7 +1,11 @@
 /// A store's time: its scheduler, and what reads the system clock directly when the scheduler
 /// is the system's. Policy times are nanoseconds since the store was created.
+///
+/// A class, so that reading one of its fields is a load: a field of a struct holding an
+/// existential is read through the struct's type metadata, a call on every write that reads
+/// the clock.
 @usableFromInline
-struct _StoreClock: Sendable {
+final class _StoreClock: Sendable {
   /// The source of time for everything that happens on an interval.
   @usableFromInline let scheduler: any StoreScheduler
   /// The scheduler's time at creation.
