@@ -231,16 +231,28 @@ extension MemoryStore {
         return (true, nil)
       }
     }
+    _finishKeyedWrite(key, newValue, previous: previous, hash: hash, logged: logged, access)
+    return (true, previous)
+  }
+
+  /// The end of a keyed write that staged `key` → `newValue` (`nil`: removed) in place of
+  /// `previous` without a transaction (a store without a policy, or a rewrite that changes no
+  /// count, cost, deadline or order): logs it as every write does, commits it through the one
+  /// commit, releases the lock, then does what the write left to do (as
+  /// ``_finish(_:now:freesHere:)`` does, with no expiry timer to arm).
+  @inlinable @inline(__always)
+  func _finishKeyedWrite(
+    _ key: Key, _ newValue: Value?, previous: Value?, hash: Int, logged: Int,
+    _ access: consuming _WriteAccess<Key, Value>
+  ) {
     let deliversRemovals = access.state.logWrite(
       key, newValue, previous: previous, reason: .write, hash: hash)
     let (garbage, followUp) = _commitStaged(
       access, logged: logged, cleared: false, deliversRemovals: deliversRemovals,
       nextExpiry: nil)
     _writer.unlock(access)
-    // What ``_finish(_:now:freesHere:)`` does with these, with nothing else to do.
     _release(garbage)
     if let followUp { _followUp(followUp) }
-    return (true, previous)
   }
 
   /// The write of ``_performKeyed(_:_:cost:timeToLive:activatingPolicy:)`` that sets a value
@@ -284,14 +296,7 @@ extension MemoryStore {
         // The cost's difference, if any; the entry keeps its place in the order.
         access.policy.track(node, replacing: old, count: _table.stagedCount(access.held))
         let previous = old.value.pointee
-        let deliversRemovals = access.state.logWrite(
-          key, value, previous: previous, reason: .write, hash: hash)
-        let (garbage, followUp) = _commitStaged(
-          access, logged: logged, cleared: false, deliversRemovals: deliversRemovals,
-          nextExpiry: nil)
-        _writer.unlock(access)
-        _release(garbage)
-        if let followUp { _followUp(followUp) }
+        _finishKeyedWrite(key, value, previous: previous, hash: hash, logged: logged, access)
         return previous
       }
       write = _Transaction(
