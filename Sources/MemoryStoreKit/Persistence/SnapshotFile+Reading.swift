@@ -81,13 +81,11 @@ extension _SnapshotFile {
     case snapshot(Header, Payload, FileVersion)
   }
 
-  /// Throws unless `status` describes a regular file: `EISDIR` for a directory, `EINVAL` for
-  /// anything else, with a reason naming what the path is.
-  static func requireRegularFile(
-    _ status: stat, at path: String
-  ) throws(SystemCallFailure) {
+  /// The failure to report for `status`, which describes something else than a regular file:
+  /// `EISDIR` for a directory, `EINVAL` for anything else, with a reason naming what the path
+  /// is.
+  static func notARegularFile(_ status: stat, at path: String) -> SystemCallFailure {
     let type = status.st_mode & S_IFMT
-    if type == S_IFREG { return }
     let what =
       switch type {
       case S_IFDIR: "a directory"
@@ -97,7 +95,7 @@ extension _SnapshotFile {
       case S_IFBLK: "a block device"
       default: "a file of an unknown type"
       }
-    throw SystemCallFailure(
+    return SystemCallFailure(
       step: "looking up the file", path: path, code: type == S_IFDIR ? EISDIR : EINVAL,
       reason: "the path names \(what), not a regular file")
   }
@@ -110,31 +108,22 @@ extension _SnapshotFile {
   /// file whose header is rejected, so the memory a read takes is the payload's size, once:
   /// the payload is read straight into the buffer its decoder reads, with no other copy.
   ///
-  /// A FIFO, a socket, a device or a directory is refused without being opened (opening a
-  /// FIFO for reading waits for a writer, and opening a device can act on it): `stat` looks at
-  /// the path first. The open itself does not wait either (`O_NONBLOCK`), should the path have
-  /// been replaced by a FIFO meanwhile, and `fstat` checks what it opened.
+  /// A FIFO, a socket, a device or a directory is refused without being opened, and the open
+  /// never waits (see ``openRegularFile(at:lookingUp:opening:checking:)``).
   static func readSnapshot(
     at path: String, maximumSize: Int, formatName: String, payloadAsBytes: Bool
   ) throws(SystemCallFailure) -> ReadOutcome {
-    var status = stat()
-    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
-      if errno == ENOENT { return .missing }
-      throw SystemCallFailure(step: "looking up the file", path: path, code: errno)
-    }
-    try requireRegularFile(status, at: path)
-    let descriptor = retryingInterrupts {
-      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-    }
-    if descriptor < 0 {
-      if errno == ENOENT { return .missing }
-      throw SystemCallFailure(step: "opening the file", path: path, code: errno)
+    let descriptor: Int32
+    let status: stat
+    switch try openRegularFile(
+      at: path, lookingUp: "looking up the file", opening: "opening the file",
+      checking: "reading the file's size")
+    {
+    case .nothing: return .missing
+    case .notARegularFile(let found): throw notARegularFile(found, at: path)
+    case .opened(let opened, let found): (descriptor, status) = (opened, found)
     }
     defer { close(descriptor) }
-    guard fstat(descriptor, &status) == 0 else {
-      throw SystemCallFailure(step: "reading the file's size", path: path, code: errno)
-    }
-    try requireRegularFile(status, at: path)
     let identity = FileIdentity(status)
     // Blocking reads, as for any file. A failure to clear the flag is ignored, harmlessly:
     // the descriptor names a regular file (checked just above), and reads of a regular file
@@ -196,6 +185,50 @@ extension _SnapshotFile {
 
   // MARK: What a save would replace
 
+  /// What ``openRegularFile(at:lookingUp:opening:checking:)`` found.
+  enum OpenedFile {
+    /// Nothing: the path names no file (or no longer does).
+    case nothing
+    /// Something else than a regular file, described by its status.
+    case notARegularFile(stat)
+    /// A regular file, opened read-only, and its status; the caller closes the descriptor.
+    case opened(Int32, stat)
+  }
+
+  /// Opens the regular file at `path` for reading, without ever waiting on something else:
+  /// `stat` looks at the path first, so that a FIFO, a socket, a device or a directory is
+  /// not opened (opening a FIFO for reading waits for a writer, and opening a device can act
+  /// on it); the open does not wait either (`O_NONBLOCK`), should the path have been replaced
+  /// by a FIFO meanwhile, and `fstat` checks what it opened. The three steps name themselves
+  /// in an error as `lookingUp`, `opening` and `checking`.
+  static func openRegularFile(
+    at path: String, lookingUp: String, opening: String, checking: String
+  ) throws(SystemCallFailure) -> OpenedFile {
+    var status = stat()
+    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
+      if errno == ENOENT { return .nothing }
+      throw SystemCallFailure(step: lookingUp, path: path, code: errno)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else { return .notARegularFile(status) }
+    let descriptor = retryingInterrupts {
+      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+    }
+    if descriptor < 0 {
+      if errno == ENOENT { return .nothing }
+      throw SystemCallFailure(step: opening, path: path, code: errno)
+    }
+    guard fstat(descriptor, &status) == 0 else {
+      let code = errno
+      close(descriptor)
+      throw SystemCallFailure(step: checking, path: path, code: code)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      close(descriptor)
+      return .notARegularFile(status)
+    }
+    return .opened(descriptor, status)
+  }
+
   /// What is at a snapshot's path, as a save finds it just before its rename.
   enum Occupant: Equatable {
     /// Nothing: the path names no file.
@@ -207,28 +240,21 @@ extension _SnapshotFile {
     case file(FileVersion)
   }
 
-  /// Looks up what is at `path`: `stat` (following a symbolic link, as a load does), then, for
-  /// a regular file, its first 48 bytes, read through a descriptor opened without waiting
-  /// (`O_NONBLOCK`), should the path be replaced by a FIFO meanwhile.
+  /// Looks up what is at `path` (following a symbolic link, as a load does), and, for a regular
+  /// file, reads its first 48 bytes, opened as ``openRegularFile(at:lookingUp:opening:checking:)``
+  /// opens it, without ever waiting.
   static func occupant(of path: String) throws(SystemCallFailure) -> Occupant {
-    var status = stat()
-    guard retryingInterrupts({ stat(path, &status) }) == 0 else {
-      if errno == ENOENT { return .nothing }
-      throw SystemCallFailure(step: "looking up the snapshot to replace", path: path, code: errno)
-    }
-    guard status.st_mode & S_IFMT == S_IFREG else { return .notARegularFile }
-    let descriptor = retryingInterrupts {
-      open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-    }
-    if descriptor < 0 {
-      if errno == ENOENT { return .nothing }
-      throw SystemCallFailure(step: "opening the snapshot to replace", path: path, code: errno)
+    let descriptor: Int32
+    let status: stat
+    switch try openRegularFile(
+      at: path, lookingUp: "looking up the snapshot to replace",
+      opening: "opening the snapshot to replace", checking: "looking up the snapshot to replace")
+    {
+    case .nothing: return .nothing
+    case .notARegularFile: return .notARegularFile
+    case .opened(let opened, let found): (descriptor, status) = (opened, found)
     }
     defer { close(descriptor) }
-    guard fstat(descriptor, &status) == 0 else {
-      throw SystemCallFailure(step: "looking up the snapshot to replace", path: path, code: errno)
-    }
-    guard status.st_mode & S_IFMT == S_IFREG else { return .notARegularFile }
     var header = [UInt8](repeating: 0, count: headerSize)
     let (count, failure) = header.withUnsafeMutableBytes { readAll(descriptor, $0) }
     if let failure {
