@@ -242,10 +242,13 @@ final class _ReadObservers: @unchecked Sendable {
 
   /// Takes every bucket a tracked read registered, clearing them: tracking is turned off, and
   /// every observation registered so far is told.
-  func takeRegisteredBuckets() -> [Int] {
+  func takeRegisteredBuckets() -> [Int] { Self.takeAll(bits) }
+
+  /// The buckets whose bits are set in `words`, clearing them.
+  private static func takeAll(_ words: UnsafeMutablePointer<Atomic<UInt64>>) -> [Int] {
     var taken: [Int] = []
-    for word in 0..<Self.wordCount where bits[word].load(ordering: .relaxed) != 0 {
-      var set = bits[word].exchange(0, ordering: .relaxed)
+    for word in 0..<wordCount where words[word].load(ordering: .relaxed) != 0 {
+      var set = words[word].exchange(0, ordering: .acquiring)
       while set != 0 {
         taken.append(word << 6 | set.trailingZeroBitCount)
         set &= set - 1
@@ -275,8 +278,7 @@ final class _ReadObservers: @unchecked Sendable {
   /// (which delivers it before it lets go).
   private func deliverScheduled() {
     guard role.withLock({ $0.claim() }) else { return }
-    drain()
-    for waiter in role.withLock({ $0.release() }) { waiter.resume(returning: false) }
+    drainAndRelease()
   }
 
   /// Delivers what is pending until nothing is; the caller holds the delivery role. No lock is
@@ -285,17 +287,17 @@ final class _ReadObservers: @unchecked Sendable {
     while true {
       // Swapped before the bits are taken: a write that swaps after this schedules anew.
       _ = isScheduled.exchange(false, ordering: .acquiringAndReleasing)
-      var batch: [Int] = []
-      for word in 0..<Self.wordCount where pending[word].load(ordering: .relaxed) != 0 {
-        var set = pending[word].exchange(0, ordering: .acquiring)
-        while set != 0 {
-          batch.append(word << 6 | set.trailingZeroBitCount)
-          set &= set - 1
-        }
-      }
+      let batch = Self.takeAll(pending)
       guard !batch.isEmpty else { return }
       send(batch)
     }
+  }
+
+  /// Delivers what is pending, then lets the delivery role go, resuming the calls of
+  /// ``sendPending()`` that wait for it (to try again).
+  private func drainAndRelease() {
+    drain()
+    for waiter in role.withLock({ $0.release() }) { waiter.resume(returning: false) }
   }
 
   /// Delivers now what was handed over before the call (taking the delivery role, after the
@@ -313,8 +315,7 @@ final class _ReadObservers: @unchecked Sendable {
         if let claimed { continuation.resume(returning: claimed) }
       }
       guard claimed else { continue }
-      drain()
-      for waiter in role.withLock({ $0.release() }) { waiter.resume(returning: false) }
+      drainAndRelease()
       return
     }
   }
