@@ -456,8 +456,8 @@ extension MemoryStore {
   ///   handed to the scheduler (see ``tracksReads``), and waits for them;
   /// - frees the values that writes replaced or removed, when no reader still needs them,
   ///   rather than leaving them for later writes to free, and waits for the background queues
-  ///   that coalesce logged changes and free large groups of values (so a value's `deinit` must not wait for a lock that the
-  ///   caller of `flush()` holds).
+  ///   that coalesce logged changes and free large groups of values (so a value's `deinit`
+  ///   must not wait for a lock that the caller of `flush()` holds).
   ///
   /// Use it in tests, and before an app quits. Thread-safe.
   ///

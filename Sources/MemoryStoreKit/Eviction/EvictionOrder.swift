@@ -13,7 +13,7 @@ struct _OrderSegment: Sendable {
 
 /// The eviction order, guarded by the write lock as part of ``_Policy``: which entry a limit
 /// evicts next. Its interface: ``admit(_:count:limits:)`` a new entry, ``untrack(_:)`` one
-/// removed, ``nextVictim(in:protecting:costLimit:)``, ``endEvictions()`` at the end of each
+/// removed, ``nextVictim(in:_:protecting:costLimit:)``, ``endEvictions()`` at the end of each
 /// write's evictions, ``adapt(hits:misses:cacheful:)`` now and then, and
 /// ``moveEntry(from:to:)`` when the table moves an entry; a read records its use in the
 /// entry's recency word, without a lock.
@@ -53,7 +53,7 @@ struct _OrderSegment: Sendable {
 ///   entries, and admission weighs each key's uses against the fourth root of its entry's cost:
 ///   a large entry takes the place of several small ones, so it needs more uses than each to
 ///   come in, yet one used markedly more still does (see
-///   ``nextVictim(in:protecting:costLimit:)``).
+///   ``nextVictim(in:_:protecting:costLimit:)``).
 @usableFromInline
 struct _EvictionOrder: Sendable {
   /// The lists of the order, per ring position: the next newer and the next older entry (-1:
@@ -307,7 +307,7 @@ struct _EvictionOrder: Sendable {
     }
   }
 
-  /// The most entries one call of ``nextVictim(in:protecting:costLimit:)`` moves or passes in
+  /// The most entries one call of ``nextVictim(in:_:protecting:costLimit:)`` moves or passes in
   /// each list: a bound on the work of one write, whatever the counters.
   @inlinable static var maximumSteps: Int { 256 }
 

@@ -2,7 +2,7 @@
 /// order that decides which entry a count or cost limit evicts next.
 ///
 /// The policy calls an order only under the write lock, and only once the store has a limit
-/// (``orderAllEntries(of:)``, when the first limit is set, starts it): it hands the order each
+/// (``orderAllEntries(of:_:)``, when the first limit is set, starts it): it hands the order each
 /// entry admitted and removed, by the entry's ring position (``_Node/slot``), asks it for
 /// victims, and tells it when the table moves an entry. Reads never call it: a read records
 /// its use in the entry's recency word (``_Recency``) without a lock, and an order reads and

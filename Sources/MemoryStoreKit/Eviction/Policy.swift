@@ -82,7 +82,7 @@ struct _Policy: Sendable {
     expiry.removeAll()
   }
 
-  /// Whether the table's ring has holes enough to fill some (see ``fillRingHoles(_:)``). O(1).
+  /// Whether the table's ring has holes enough to fill some (see ``fillRingHoles(_:_:)``). O(1).
   @inlinable @inline(__always)
   func hasRingHolesToFill<Key, Value>(
     _ table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
@@ -210,7 +210,7 @@ extension _Policy {
   @inlinable
   var isOrdered: Bool { hasChosenOrder ? chosenOrder.pointee.isOrdered : order.isOrdered }
 
-  /// See ``_EvictionOrdering/orderAllEntries(of:)``.
+  /// See ``_EvictionOrdering/orderAllEntries(of:_:)``.
   @inlinable
   mutating func orderAllEntries<Key, Value>(
     of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
@@ -222,7 +222,7 @@ extension _Policy {
     }
   }
 
-  /// See ``_EvictionOrdering/weighCosts(_:of:)``.
+  /// See ``_EvictionOrdering/weighCosts(_:of:_:)``.
   @inlinable
   mutating func weighCosts<Key, Value>(
     _ weighs: Bool, of table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld
@@ -244,7 +244,7 @@ extension _Policy {
     }
   }
 
-  /// See ``_EvictionOrdering/nextVictim(in:protecting:costLimit:)``.
+  /// See ``_EvictionOrdering/nextVictim(in:_:protecting:costLimit:)``.
   @inlinable @inline(__always)
   mutating func nextVictim<Key, Value>(
     in table: _ConcurrentTable<Key, Value>, _ held: borrowing _WriteLockHeld,

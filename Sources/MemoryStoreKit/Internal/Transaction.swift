@@ -142,10 +142,9 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
       writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
       expiresAt: .max, cost: 0)
     let table = store._table
-    let policy = access._state.pointer(to: \.policy)!
     var copied = false
     table.giveMetadataToEveryEntry(metadata, held) { old, new in
-      policy.pointee.track(new, replacing: old, count: table.stagedCount(held))
+      access.policy.track(new, replacing: old, count: table.stagedCount(held))
       copied = true
     }
     if copied { changed = true }

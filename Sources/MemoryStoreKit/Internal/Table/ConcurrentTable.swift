@@ -16,7 +16,7 @@ import Synchronization
 ///
 /// The writer *stages* changes, each linking a new node (or a tombstone, for a removal) in
 /// place of the key's current node, stamped with the next version; readers skip them, since
-/// their version is newer than the published one. ``publish()`` then makes every staged change
+/// their version is newer than the published one. ``publish(_:)`` then makes every staged change
 /// visible at once with one releasing store of the version, so a batch of changes is atomic
 /// for readers, and each write costs one hash of its key.
 ///
@@ -26,7 +26,7 @@ import Synchronization
 /// reach them: they are *retired* into the current epoch's list, and freed once every reader
 /// that entered during that epoch or before has left (epoch-based reclamation over the reader
 /// indicator's two counters per stripe). Freeing runs a key's or a value's `deinit`, so it
-/// happens outside the write lock: ``publish()`` returns the garbage, and the caller frees it
+/// happens outside the write lock: ``publish(_:)`` returns the garbage, and the caller frees it
 /// after unlocking. Tombstones stay linked until no reader can still need what they hide, then
 /// the writer unlinks them.
 ///
