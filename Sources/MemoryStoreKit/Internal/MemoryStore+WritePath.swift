@@ -105,8 +105,9 @@ extension MemoryStore {
   }
 
   /// The rarer part of ``_finish(_:now:freesHere:)``, out of line so that a write stays small
-  /// enough for its staging to be inlined.
-  @usableFromInline @inline(never)
+  /// enough for its staging to be inlined (inlinable, so that it is specialised: see
+  /// ``_followUp(_:)``).
+  @inlinable @inline(never)
   func _finishRarely(_ effects: _WriteEffects, now: Int64) {
     if let followUp = effects.followUp { _followUp(followUp) }
     if let deadline = effects.armSweepAt { _armExpiryTimer(for: deadline, now: now) }

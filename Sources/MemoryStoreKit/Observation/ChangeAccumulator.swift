@@ -134,21 +134,25 @@ struct _Cleared<Key: Hashable, Value> {
 /// Changes taken from the tracker, resolved into a batch outside every lock.
 @usableFromInline
 struct _RecordedChanges<Key: Hashable & Sendable, Value: Sendable> {
-  let changes: _ChangeMap<Key, Value>
-  let cleared: _Cleared<Key, Value>?
+  @usableFromInline let changes: _ChangeMap<Key, Value>
+  @usableFromInline let cleared: _Cleared<Key, Value>?
 
-  @usableFromInline
+  @inlinable
   init(changes: _ChangeMap<Key, Value>, cleared: _Cleared<Key, Value>?) {
     self.changes = changes
     self.cleared = cleared
   }
 
-  var isEmpty: Bool { changes.isEmpty && cleared == nil }
+  @inlinable var isEmpty: Bool { changes.isEmpty && cleared == nil }
 
   /// The batch these changes make, or `nil` if they cancel out.
   ///
+  /// Inlinable, so that it runs specialised for the client's types: unspecialised, every
+  /// dictionary and set operation looks up its type's metadata.
+  ///
   /// - Complexity: O(k) for k keys touched; after a `removeAll()`, O(n) for the n entries the
   ///   store had then.
+  @inlinable
   func batch(sequenceNumber: UInt64) -> ChangeBatch<Key, Value>? {
     var updated: [Key: Value] = [:]
     var addedKeys: Set<Key> = []

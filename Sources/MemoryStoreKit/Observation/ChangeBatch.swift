@@ -37,6 +37,7 @@ public struct ChangeBatch<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// of its latest change, a removed key's that of its first removal.
   let reasons: [Key: ChangeReason]
 
+  @usableFromInline
   init(
     updated: [Key: Value], addedKeys: Set<Key>, removed: Set<Key>,
     sequenceNumbers: ClosedRange<UInt64>, reasons: [Key: ChangeReason],

@@ -9,6 +9,7 @@ import Dispatch
 /// publisher to release after `publication` is unlocked.
 @usableFromInline
 final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+  @usableFromInline
   enum Sink: Sendable {
     case stream(_StreamSink<Key, Value>)
     case handler(_HandlerSink<Key, Value>)
@@ -17,7 +18,7 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   /// What a delivery let go of: merged batches and replaced values, for the publisher to
   /// release after unlocking.
-  typealias Displaced = (batches: [ChangeBatch<Key, Value>], values: [Value?])
+  @usableFromInline typealias Displaced = (batches: [ChangeBatch<Key, Value>], values: [Value?])
 
   struct Sinks {
     var nextID = 0
@@ -29,7 +30,7 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// The changes logged since the previous batch, coalesced per key; lock order:
   /// `accumulator`, then the write lock.
   @usableFromInline let accumulator = _Protected(_ChangeAccumulator<Key, Value>())
-  let publication = _Protected<UInt64>(0)
+  @usableFromInline let publication = _Protected<UInt64>(0)
   let sinks = _Protected(Sinks())
   /// The batches the interval published and their delays, for ``MemoryStore/statistics``,
   /// and when a batch was last published early (by a flush or a new subscription); updated
@@ -43,6 +44,7 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     nil)
 
   /// Registers `sink`; the returned subscription removes it.
+  @usableFromInline
   func add(_ sink: Sink) -> Subscription {
     let id = sinks.withLock { sinks in
       sinks.nextID += 1
@@ -63,6 +65,7 @@ final class _ChangeHub<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// Delivers `batch` to every sink (caller holds `publication`).
   ///
   /// - Returns: What the delivery displaced, for the caller to release after unlocking.
+  @usableFromInline
   func deliver(_ batch: ChangeBatch<Key, Value>) -> Displaced {
     let current = sinks.withLock { Array($0.entries.values) }
     var displaced: Displaced = ([], [])
@@ -242,6 +245,7 @@ final class _Mailbox<Item: Sendable>: Sendable {
 /// One `changes` iteration's mailbox: at most one batch waits in it; a batch delivered while
 /// another waits is merged into it, so a slow consumer costs memory bounded by the number of
 /// distinct keys changed, not by the number of batches.
+@usableFromInline
 final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   let mailbox = _Mailbox<ChangeBatch<Key, Value>>()
 
@@ -297,6 +301,7 @@ final class _StreamSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
 /// One `observe` handler's delivery state: batches run through `handler` one at a time, in
 /// order, on a serial queue; a batch delivered while another waits to run is merged into it.
+@usableFromInline
 final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   private struct State {
     var pending: ChangeBatch<Key, Value>?
@@ -361,6 +366,7 @@ final class _HandlerSink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 }
 
 /// One `updates(of:)` iteration's mailbox: the key's latest value not yet taken, if any.
+@usableFromInline
 final class _KeySink<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   let key: Key
   /// Its items are the key's values (`nil`: absent).

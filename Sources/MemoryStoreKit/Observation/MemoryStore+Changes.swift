@@ -100,6 +100,11 @@ extension MemoryStore {
   /// published changes end (so the next batch is the difference from what the section sees).
   /// With `scheduledAt`, this is the publication that the first change scheduled then, and
   /// the batch's delay is counted for ``statistics``.
+  ///
+  /// Inlinable, like the write path, so that the scheduled publication (see
+  /// ``_schedulePublication(after:)``) coalesces and builds its batch specialised for the
+  /// client's types.
+  @inlinable
   func _publishChanges(
     disarm: Bool, subscribing sink: _ChangeHub<Key, Value>.Sink?,
     scheduledAt: ContinuousClock.Instant? = nil
@@ -119,19 +124,7 @@ extension MemoryStore {
         last += 1
         batch = published
         displaced = _hub.deliver(published)
-        let now = _clock.scheduler.now
-        _hub.batchDelays.withLock { delays in
-          guard let scheduledAt else {
-            delays.lastEarlyBatch = now
-            return
-          }
-          // A batch published early since the scheduling took the changes made before it:
-          // this batch's first change came after that one.
-          let delay = now - max(scheduledAt, delays.lastEarlyBatch ?? scheduledAt)
-          delays.counted.published &+= 1
-          delays.counted.totalDelay += delay
-          delays.counted.longestDelay = max(delays.counted.longestDelay, delay)
-        }
+        _countBatchDelay(scheduledAt: scheduledAt)
       }
       let subscribed = sink.map { sink in
         (coalesced.section.unsafelyUnwrapped, _hub.add(sink), last)
@@ -141,6 +134,26 @@ extension MemoryStore {
     // Released only now: dropping logged, coalesced or merged changes may run a value's deinit.
     withExtendedLifetime((coalesced, batch, displaced)) {}
     return subscribed
+  }
+
+  /// Counts a published batch's delay for ``statistics``: from `scheduledAt`, when its first
+  /// change scheduled it (`nil`: published early, by a flush or a new subscription).
+  /// `publication` is held.
+  @usableFromInline
+  func _countBatchDelay(scheduledAt: ContinuousClock.Instant?) {
+    let now = _clock.scheduler.now
+    _hub.batchDelays.withLock { delays in
+      guard let scheduledAt else {
+        delays.lastEarlyBatch = now
+        return
+      }
+      // A batch published early since the scheduling took the changes made before it:
+      // this batch's first change came after that one.
+      let delay = now - max(scheduledAt, delays.lastEarlyBatch ?? scheduledAt)
+      delays.counted.published &+= 1
+      delays.counted.totalDelay += delay
+      delays.counted.longestDelay = max(delays.counted.longestDelay, delay)
+    }
   }
 
   /// What a coalescing pass produced: the recorded changes when publishing, what it let go
@@ -200,8 +213,9 @@ extension MemoryStore {
     }
   }
 
-  /// Schedules the publication of the changes logged so far, `delay` from now.
-  @usableFromInline
+  /// Schedules the publication of the changes logged so far, `delay` from now (inlinable, so
+  /// that the publication runs specialised).
+  @inlinable
   func _schedulePublication(after delay: Duration) {
     let scheduledAt = _clock.scheduler.now
     _clock.scheduler.schedule(after: delay) { [weak self] in
