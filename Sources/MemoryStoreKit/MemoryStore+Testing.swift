@@ -33,6 +33,16 @@ extension MemoryStore {
   public var _entriesWithoutMetadata: Int {
     _writer.withAccess { _table.entriesWithoutMetadata($0.held) }
   }
+
+  /// When `key`'s entry expires (the earlier of its time to live and its time to idle), or
+  /// `nil` if it is absent or never expires. Not part of the supported API.
+  public func _deadline(forKey key: Key) -> ContinuousClock.Instant? {
+    let deadline = _writer.withAccess { access in
+      _table.stagedNode(forKey: key, access.held)?.deadline
+    }
+    guard let deadline, deadline != .max else { return nil }
+    return _clock.origin + .nanoseconds(deadline)
+  }
 }
 
 @_spi(Testing)

@@ -44,6 +44,39 @@ extension StoreContractTests {
       #expect(store._policyMismatch() == nil)
     }
 
+    @Test func withTheSystemClockALongTimeToLiveIsNeverShortAndAtMostASixtyFourthLong() throws {
+      // A keyed write whose lifetime is long may count its deadline from the coarse clock's
+      // upper bound: the entry must never expire before its time to live has passed since
+      // the write started, nor more than 1/64 of it after the write returned. A short one
+      // counts from the clock itself. Written again and again, the deadline only moves back.
+      let store = MemoryStore<Int, Int>(scheduler: .dispatch)
+      store.defaultTimeToLive = .seconds(3_600)
+      let long = Duration.seconds(3_600)
+      let short = Duration.milliseconds(100)
+      var previous: [Int: ContinuousClock.Instant] = [:]
+      for round in 0..<200 {
+        let key = round % 10
+        let lifetime = round % 3 == 0 ? short : long
+        let before = ContinuousClock.now
+        if lifetime == short {
+          store.setValue(round, forKey: key, timeToLive: short)
+        } else {
+          store[key] = round
+        }
+        let after = ContinuousClock.now
+        let deadline = try #require(store._deadline(forKey: key))
+        #expect(deadline >= before + lifetime, "round \(round): a deadline too early")
+        let slack = lifetime == short ? Duration.zero : lifetime / 64
+        #expect(deadline <= after + lifetime + slack, "round \(round): a deadline too late")
+        if lifetime == long, let earlier = previous[key] {
+          #expect(deadline >= earlier, "round \(round): a rewrite brought the deadline forward")
+        }
+        previous[key] = lifetime == long ? deadline : nil
+        #expect(store[key] == round)
+      }
+      #expect(store._policyMismatch() == nil)
+    }
+
     @Test func aWriteNeverReportsAnExpiredValueAsThePreviousOne() {
       for write in 0..<3 {
         let clock = HeldScheduler()

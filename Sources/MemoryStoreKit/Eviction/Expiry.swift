@@ -33,6 +33,48 @@ struct _Expiry: Sendable {
 
   @usableFromInline init() {}
 
+  /// The metadata of an entry written at `time` with `cost` and `timeToLive` (`nil`: the
+  /// default): its deadline, its idle deadline and, if `keepsWriteTime` (for a decider, the one
+  /// reader of it), its write time.
+  @inlinable @inline(__always)
+  func metadata(
+    cost: Int, timeToLive: Duration?, at time: _WriteTime, keepsWriteTime: Bool
+  ) -> _EntryMetadata {
+    Self.metadata(
+      cost: cost, lifetime: timeToLive?.nanoseconds ?? defaultLifetime,
+      idleLifetime: idleLifetime, at: time, keepsWriteTime: keepsWriteTime)
+  }
+
+  /// The metadata of an entry written at `time` with `cost`, living `lifetime` (`nil`: for
+  /// ever) and `idleLifetime` after its last use (`nil`: no idle expiry): its deadlines count
+  /// from the time's ``_WriteTime/deadlineBase``.
+  @inlinable @inline(__always)
+  static func metadata(
+    cost: Int, lifetime: Int64?, idleLifetime: Int64?, at time: _WriteTime, keepsWriteTime: Bool
+  ) -> _EntryMetadata {
+    let base = time.deadlineBase
+    return _EntryMetadata(
+      writtenAt: keepsWriteTime ? time.now : 0,
+      expiresAt: lifetime.map { base.addingSaturating($0) } ?? .max,
+      cost: cost, idleExpiresAt: idleLifetime.map { base.addingSaturating($0) } ?? .max)
+  }
+
+  /// The idle deadline of an entry written or touched at `now` (`Int64.max`: none, without a
+  /// time to idle).
+  @inlinable @inline(__always)
+  func idleDeadline(now: Int64) -> Int64 {
+    guard let idleLifetime else { return .max }
+    return now.addingSaturating(idleLifetime)
+  }
+
+  /// Whether a rewrite that changes an entry's deadline from `old` to `new` leaves the heap
+  /// as it is: both `Int64.max` (no deadline), or a deadline pushed back or kept (the item
+  /// stays at or before the entry's deadline).
+  @inlinable @inline(__always)
+  static func keepsHeap(replacing old: Int64, with new: Int64) -> Bool {
+    old <= new && (old == .max || new != .max)
+  }
+
   /// Counts the deadline `deadline` of the entry at ring position `slot`, which replaced one
   /// whose deadline was `old` (`nil`: a new entry).
   ///

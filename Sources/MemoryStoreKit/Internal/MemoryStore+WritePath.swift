@@ -47,7 +47,7 @@ extension MemoryStore {
     let access = _writer.lock()
     let now = _writeTime(timeToLive: timeToLive, readBefore: readBefore, access)
     var write = _Transaction(
-      store: self, access: access, now: now, reason: reason,
+      store: self, access: access, time: _WriteTime(now), reason: reason,
       collectsExpiredKeys: collectingExpiredKeys)
     if activatingPolicy { write.activatePolicy(in: self) }
     write.begin(in: self)
@@ -157,6 +157,47 @@ extension MemoryStore {
     return _SystemClock.nanoseconds - systemOrigin
   }
 
+  /// The time a keyed write that gives its entry `lifetime` and `idleLifetime` (`nil`: none)
+  /// runs at, decided under the write lock: ``_writeTime(timeToLive:readBefore:_:)``, but for
+  /// lifetimes long enough (at least ``_StoreClock/coarseLifetimeFloor``, 64 margins of the
+  /// coarse clock: about 2 s on a 250 Hz Linux kernel) while no entry can have expired by the
+  /// coarse clock's upper bound. Such a write reads only the coarse clock, a fraction of the
+  /// clock's cost: its deadlines count from the upper bound, so that the entry lives at least
+  /// its lifetime and at most one margin (1/64 of the lifetime) more, and it compares
+  /// deadlines with the lower bound, by which, as by the clock, nothing has expired. A store
+  /// with a decider, which reads write times, reads the clock.
+  @inlinable @inline(__always)
+  func _keyedWriteTime(
+    lifetime: Int64?, idleLifetime: Int64?, timeToLive: Duration?, readBefore: Int64,
+    _ access: borrowing _WriteAccess<Key, Value>
+  ) -> _WriteTime {
+    guard timeToLive != nil || _needsClock else { return _WriteTime(0) }
+    return _timedKeyedWriteTime(
+      lifetime: lifetime, idleLifetime: idleLifetime, timeToLive: timeToLive,
+      readBefore: readBefore, access)
+  }
+
+  /// ``_keyedWriteTime(lifetime:idleLifetime:timeToLive:readBefore:_:)`` when the write reads a
+  /// clock (out of line, inlinable: see ``_timedWriteTime(timeToLive:readBefore:_:)``).
+  @inlinable @inline(never)
+  func _timedKeyedWriteTime(
+    lifetime: Int64?, idleLifetime: Int64?, timeToLive: Duration?, readBefore: Int64,
+    _ access: borrowing _WriteAccess<Key, Value>
+  ) -> _WriteTime {
+    let shortest = Swift.min(lifetime ?? .max, idleLifetime ?? .max)
+    // A decider reads write times: a write that gives a lifetime keeps them precise.
+    if shortest >= _clock.coarseLifetimeFloor && shortest != .max
+      && !_signals.keepsWriteTimes.load(ordering: .relaxed)
+    {
+      let coarse = _SystemClock.coarse
+      let upper = coarse &+ _clock.coarseOffset
+      if access.policy.expiry.next > upper {
+        return _WriteTime(now: coarse &- _clock.systemOrigin, deadlineBase: upper)
+      }
+    }
+    return _WriteTime(_timedWriteTime(timeToLive: timeToLive, readBefore: readBefore, access))
+  }
+
   /// Whether writes must read the clock: the store times entries (a decider or a default time
   /// to live), or an entry expires.
   @inlinable @inline(__always)
@@ -260,14 +301,16 @@ extension MemoryStore {
   /// in a store with a policy: ``_transact(_:timeToLive:activatingPolicy:collectingExpiredKeys:limits:freesHere:_:)``
   /// spelt out, with one shortcut that shares its commit.
   ///
-  /// A write that needs no clock (no time to live given or by default, no decider, no entry
-  /// that expires) has nothing to remove at its beginning, so it stages the value first. A new
-  /// value for a key present, of the same cost or in a store without a cost limit, then
-  /// changes no count, no total cost, no deadline and no list of the eviction order: it is
-  /// logged and committed as every write is, without a transaction, its node keeping its ring
-  /// position and, raised by the write, its counter. Any other such write is accounted for by
-  /// a transaction begun after the staging (``_Transaction/noteStaged(_:_:replacing:node:hash:in:)``,
-  /// the accounting every set shares).
+  /// A write into a store where nothing has expired by its time has nothing to remove at its
+  /// beginning, so it stages the value first. A new value for a key present then changes no
+  /// count, no total cost and no list of the eviction order when it has the same cost (or the
+  /// store no cost limit), and leaves the expiry heap as it is when its deadline is pushed
+  /// back or kept (the commonest rewrite, under a default time to live) or it has none, as
+  /// the entry had none: it is logged and committed as every write is, without a
+  /// transaction, its node keeping its ring position and, raised by the write, its counter.
+  /// Any other such write is accounted for by a transaction begun after the staging
+  /// (``_Transaction/noteStaged(_:_:replacing:node:hash:in:)``, the accounting every set
+  /// shares).
   ///
   /// Out of line: inlined beside ``_performPlainKeyed(_:_:)``, it makes the function too
   /// large for the compiler to inline the table's staging into either.
@@ -279,36 +322,46 @@ extension MemoryStore {
     // A scheduler of the user's is user code: its clock is read before locking.
     let readBefore = _clock.systemOrigin == 0 ? _clockNanos() : 0
     let access = _writer.lock()
+    let lifetime = timeToLive?.nanoseconds ?? access.policy.expiry.defaultLifetime
+    let idleLifetime = access.policy.expiry.idleLifetime
+    let time = _keyedWriteTime(
+      lifetime: lifetime, idleLifetime: idleLifetime, timeToLive: timeToLive,
+      readBefore: readBefore, access)
     var write: _Transaction<Key, Value>
     let previous: Value?
-    if timeToLive == nil && !activatingPolicy && !_needsClock
-      && _signals.policyActive.load(ordering: .relaxed)
+    // Nothing has expired by the write's time (by the clock's upper bound, if it counts from
+    // it): the write's beginning would remove nothing.
+    let nextExpiry = access.policy.expiry.next
+    if !activatingPolicy && _signals.policyActive.load(ordering: .relaxed)
+      && nextExpiry > time.deadlineBase
     {
       let logged = access.changes.appendCount
-      // The metadata a transaction gives a write that needs no clock (no write time, no
-      // deadline, no idle deadline).
-      let (old, node) = _table.stageSet(
-        key, value, metadata: _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: cost),
-        hash: hash, access.held)
+      let metadata = _Expiry.metadata(
+        cost: cost, lifetime: lifetime, idleLifetime: idleLifetime, at: time,
+        keepsWriteTime: _signals.keepsWriteTimes.load(ordering: .relaxed))
+      let (old, node) = _table.stageSet(key, value, metadata: metadata, hash: hash, access.held)
       let costLimit = access.policy.limits.costLimit
-      if let old, !old.isTombstone, old.hasMetadata, old.deadline == .max,
-        old.cost == cost || costLimit == 0
+      if let old, !old.isTombstone, old.hasMetadata, old.cost == cost || costLimit == 0,
+        _Expiry.keepsHeap(
+          replacing: old.deadline, with: Swift.min(metadata.expiresAt, metadata.idleExpiresAt))
       {
-        // The cost's difference, if any; the entry keeps its place in the order.
-        access.policy.track(node, replacing: old, count: _table.stagedCount(access.held))
+        // The cost's difference, if any; the entry keeps its place in the order and its item
+        // in the expiry heap.
+        if old.cost != cost {
+          access.policy.track(node, replacing: old, count: _table.stagedCount(access.held))
+        }
         let previous = old.value.pointee
         _finishKeyedWrite(key, value, previous: previous, hash: hash, logged: logged, access)
         return previous
       }
       write = _Transaction(
-        store: self, access: access, now: 0, reason: .write, collectsExpiredKeys: false)
+        store: self, access: access, time: time, reason: .write, collectsExpiredKeys: false)
       let applied = write.noteStaged(key, value, replacing: old, node: node, hash: hash, in: self)
       write.protected = applied.position
       previous = applied.previous
     } else {
-      let now = _writeTime(timeToLive: timeToLive, readBefore: readBefore, access)
       write = _Transaction(
-        store: self, access: access, now: now, reason: .write, collectsExpiredKeys: false)
+        store: self, access: access, time: time, reason: .write, collectsExpiredKeys: false)
       if activatingPolicy { write.activatePolicy(in: self) }
       write.begin(in: self)
       previous = write.set(key, value, cost: cost, timeToLive: timeToLive, hash: hash, in: self)

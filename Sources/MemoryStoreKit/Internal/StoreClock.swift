@@ -17,6 +17,11 @@ final class _StoreClock: Sendable {
   /// reading an upper bound of the store's time when added to it (the coarse clock's margin
   /// less `systemOrigin`; see `_SystemClock.coarseMargin`); otherwise 0.
   @usableFromInline let coarseOffset: Int64
+  /// The shortest lifetime (time to live or to idle) whose deadline a keyed write may take
+  /// from the coarse clock's upper bound rather than the clock: 64 coarse margins, so that an
+  /// entry outlives such a lifetime by at most 1/64 of it (see
+  /// `MemoryStore._keyedWriteTime`); `Int64.max` where there is no coarse clock.
+  @usableFromInline let coarseLifetimeFloor: Int64
 
   @usableFromInline
   init(scheduler: some StoreScheduler) {
@@ -27,5 +32,6 @@ final class _StoreClock: Sendable {
       ? _SystemClock.nanoseconds - (ContinuousClock.now - origin).nanoseconds : 0
     let coarseMargin = systemOrigin != 0 ? _SystemClock.coarseMargin : 0
     coarseOffset = coarseMargin != 0 ? (coarseMargin &- systemOrigin) | 1 : 0
+    coarseLifetimeFloor = coarseMargin != 0 ? 64 &* coarseMargin : .max
   }
 }

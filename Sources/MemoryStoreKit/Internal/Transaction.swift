@@ -25,6 +25,31 @@ struct _WriteEffects {
   }
 }
 
+/// The time a write runs at, decided under the write lock
+/// (``MemoryStore/_writeTime(timeToLive:readBefore:_:)``).
+@usableFromInline
+struct _WriteTime {
+  /// What the write compares deadlines with and records as write times: the clock, or a lower
+  /// bound of it (the coarse clock) where nothing can have expired by its upper bound.
+  @usableFromInline let now: Int64
+  /// What the deadlines the write gives count from: `now`, or an upper bound of the clock
+  /// for lifetimes long enough (see ``MemoryStore/_keyedWriteTime(lifetime:idleLifetime:readBefore:_:)``).
+  @usableFromInline let deadlineBase: Int64
+
+  /// The clock's reading `now`, for both.
+  @inlinable @inline(__always)
+  init(_ now: Int64) {
+    self.now = now
+    deadlineBase = now
+  }
+
+  @inlinable @inline(__always)
+  init(now: Int64, deadlineBase: Int64) {
+    self.now = now
+    self.deadlineBase = deadlineBase
+  }
+}
+
 /// How a write's end keeps the store within its limits.
 @usableFromInline
 struct _LimitsPass {
@@ -68,6 +93,8 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   /// The time the write runs at (0 when no entry's time matters; see
   /// ``MemoryStore/_writeTime(timeToLive:readBefore:_:)``).
   @usableFromInline let now: Int64
+  /// What the deadlines the write gives count from (see ``_WriteTime/deadlineBase``).
+  @usableFromInline let deadlineBase: Int64
   /// Why the write's changes happen, as change batches report it.
   @usableFromInline let reason: ChangeReason
   /// What is left to do after unlocking.
@@ -95,10 +122,11 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
 
   @inlinable @inline(__always)
   init(
-    store: MemoryStore<Key, Value>, access: consuming _WriteAccess<Key, Value>, now: Int64,
+    store: MemoryStore<Key, Value>, access: consuming _WriteAccess<Key, Value>, time: _WriteTime,
     reason: ChangeReason, collectsExpiredKeys: Bool
   ) {
-    self.now = now
+    now = time.now
+    deadlineBase = time.deadlineBase
     self.reason = reason
     if collectsExpiredKeys { expiredKeys = [] }
     carriesMetadata = store._table.carriesMetadata(access.held)
@@ -277,20 +305,15 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
   func metadata(
     cost: Int, timeToLive: Duration?, in store: MemoryStore<Key, Value>
   ) -> _EntryMetadata {
-    let lifetime = timeToLive?.nanoseconds ?? policy.expiry.defaultLifetime
-    return _EntryMetadata(
-      writtenAt: store._signals.keepsWriteTimes.load(ordering: .relaxed) ? now : 0,
-      expiresAt: lifetime.map { now.addingSaturating($0) } ?? .max,
-      cost: cost, idleExpiresAt: idleDeadline)
+    policy.expiry.metadata(
+      cost: cost, timeToLive: timeToLive, at: _WriteTime(now: now, deadlineBase: deadlineBase),
+      keepsWriteTime: store._signals.keepsWriteTimes.load(ordering: .relaxed))
   }
 
   /// The idle deadline of an entry written or touched now (`Int64.max`: none, without a time to
   /// idle).
   @inlinable @inline(__always)
-  var idleDeadline: Int64 {
-    guard let idle = policy.expiry.idleLifetime else { return .max }
-    return now.addingSaturating(idle)
-  }
+  var idleDeadline: Int64 { policy.expiry.idleDeadline(now: now) }
 
   /// The current node of `key` unless it is absent or expired (then it is removed as such).
   @inlinable
