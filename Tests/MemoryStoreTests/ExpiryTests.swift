@@ -77,6 +77,22 @@ extension StoreContractTests {
       #expect(store._policyMismatch() == nil)
     }
 
+    @Test func withTheSystemClockAnIdleDeadlineIsNeverLate() throws {
+      // A time to idle is never late, however long: a store that has one counts every
+      // deadline from the clock itself.
+      let store = MemoryStore<Int, Int>(scheduler: .dispatch)
+      store.defaultTimeToLive = .seconds(7_200)
+      store.timeToIdle = .seconds(3_600)
+      for round in 0..<50 {
+        let before = ContinuousClock.now
+        store[round % 5] = round
+        let after = ContinuousClock.now
+        let deadline = try #require(store._deadline(forKey: round % 5))
+        #expect(deadline >= before + .seconds(3_600), "round \(round): a deadline too early")
+        #expect(deadline <= after + .seconds(3_600), "round \(round): an idle deadline late")
+      }
+    }
+
     @Test func aWriteNeverReportsAnExpiredValueAsThePreviousOne() {
       for write in 0..<3 {
         let clock = HeldScheduler()

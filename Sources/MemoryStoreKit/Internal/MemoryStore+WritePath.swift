@@ -159,13 +159,14 @@ extension MemoryStore {
 
   /// The time a keyed write that gives its entry `lifetime` and `idleLifetime` (`nil`: none)
   /// runs at, decided under the write lock: ``_writeTime(timeToLive:readBefore:_:)``, but for
-  /// lifetimes long enough (at least ``_StoreClock/coarseLifetimeFloor``, 64 margins of the
-  /// coarse clock: about 2 s on a 250 Hz Linux kernel) while no entry can have expired by the
-  /// coarse clock's upper bound. Such a write reads only the coarse clock, a fraction of the
-  /// clock's cost: its deadlines count from the upper bound, so that the entry lives at least
-  /// its lifetime and at most one margin (1/64 of the lifetime) more, and it compares
+  /// a time to live long enough (at least ``_StoreClock/coarseLifetimeFloor``, 64 margins of
+  /// the coarse clock: about 2 s on a 250 Hz Linux kernel) while no entry can have expired by
+  /// the coarse clock's upper bound. Such a write reads only the coarse clock, a fraction of
+  /// the clock's cost: its deadline counts from the upper bound, so that the entry lives at
+  /// least its time to live and at most one margin (1/64 of it) more, and it compares
   /// deadlines with the lower bound, by which, as by the clock, nothing has expired. A store
-  /// with a decider, which reads write times, reads the clock.
+  /// with a time to idle (whose deadlines are never late) or a decider (which reads write
+  /// times) reads the clock.
   @inlinable @inline(__always)
   func _keyedWriteTime(
     lifetime: Int64?, idleLifetime: Int64?, timeToLive: Duration?, readBefore: Int64,
@@ -184,10 +185,10 @@ extension MemoryStore {
     lifetime: Int64?, idleLifetime: Int64?, timeToLive: Duration?, readBefore: Int64,
     _ access: borrowing _WriteAccess<Key, Value>
   ) -> _WriteTime {
-    let shortest = Swift.min(lifetime ?? .max, idleLifetime ?? .max)
-    // A decider reads write times: a write that gives a lifetime keeps them precise.
-    if shortest >= _clock.coarseLifetimeFloor && shortest != .max
-      && !_signals.keepsWriteTimes.load(ordering: .relaxed)
+    // A decider reads write times, and an idle deadline is never late: such writes keep
+    // reading the clock.
+    if let lifetime, lifetime >= _clock.coarseLifetimeFloor, idleLifetime == nil,
+      !_signals.keepsWriteTimes.load(ordering: .relaxed)
     {
       let coarse = _SystemClock.coarse
       let upper = coarse &+ _clock.coarseOffset
