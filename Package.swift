@@ -5,7 +5,9 @@ let package = Package(
   name: "MemoryStore",
   platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
   products: [
-    .library(name: "MemoryStore", targets: ["MemoryStoreKit"])
+    .library(name: "MemoryStoreKit", targets: ["MemoryStoreKit"]),
+    // The same library under the name it had first, for the packages that depend on it so.
+    .library(name: "MemoryStore", targets: ["MemoryStoreKit"]),
   ],
   targets: [
     .target(name: "MemoryStoreKit"),
@@ -48,21 +50,6 @@ let package = Package(
       name: "MarketWatch",
       dependencies: ["MemoryStoreKit"],
       path: "Examples/MarketWatch"
-    ),
-    .executableTarget(
-      name: "MemoryStoreBenchmark",
-      dependencies: ["MemoryStoreKit"],
-      path: "Benchmarks/MemoryStoreBenchmark"
-    ),
-    .executableTarget(
-      name: "CrashHarness",
-      dependencies: ["MemoryStoreKit"],
-      path: "Scripts/CrashHarness"
-    ),
-    .executableTarget(
-      name: "ReliabilityStress",
-      dependencies: ["MemoryStoreKit"],
-      path: "Scripts/ReliabilityStress"
     ),
   ],
   swiftLanguageModes: [.v6]

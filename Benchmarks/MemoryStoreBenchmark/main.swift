@@ -8,7 +8,7 @@
 // memorystore against mutex) and the performance targets, MET or NOT MET. Always build with
 // optimisation:
 //
-//     swift run -c release MemoryStoreBenchmark [--quick] [--runs N]
+//     swift run -c release --package-path Benchmarks MemoryStoreBenchmark [--quick] [--runs N]
 //         [--workloads read1,read2,mixed2,rw,write1]
 //         [--stores dictionary,ymcache-gcd,nslock,mutex,mutex-sharded,nslock-lru,
 //                   nslock-lru-evicting,nscache,
@@ -271,7 +271,7 @@ print("# MemoryStore benchmark")
 print("")
 #if DEBUG
   print("**WARNING: DEBUG BUILD, compiled without optimisation. These numbers are meaningless;**")
-  print("**run `swift run -c release MemoryStoreBenchmark`.**")
+  print("**run `swift run -c release --package-path Benchmarks MemoryStoreBenchmark`.**")
   print("")
 #endif
 let info = ProcessInfo.processInfo

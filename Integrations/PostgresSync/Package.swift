@@ -19,7 +19,7 @@ let package = Package(
     .target(
       name: "MemoryStorePostgres",
       dependencies: [
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "NIOCore", package: "swift-nio"),
@@ -31,7 +31,7 @@ let package = Package(
       name: "SeveralInstances",
       dependencies: [
         "MemoryStorePostgres",
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "Logging", package: "swift-log"),
       ],
       path: "Examples/SeveralInstances"
@@ -40,7 +40,7 @@ let package = Package(
       name: "SyncBenchmark",
       dependencies: [
         "MemoryStorePostgres",
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "Logging", package: "swift-log"),
       ],
       path: "Benchmarks/SyncBenchmark"

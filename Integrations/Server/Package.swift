@@ -20,7 +20,7 @@ let package = Package(
     .target(
       name: "MemoryStoreServer",
       dependencies: [
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
         .product(name: "Metrics", package: "swift-metrics"),
@@ -31,7 +31,7 @@ let package = Package(
       name: "KeyValueServer",
       dependencies: [
         "MemoryStoreServer",
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -45,7 +45,7 @@ let package = Package(
       name: "MetricsOverhead",
       dependencies: [
         "MemoryStoreServer",
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "Prometheus", package: "swift-prometheus"),
       ],
       path: "Benchmarks/MetricsOverhead"
@@ -55,7 +55,7 @@ let package = Package(
       dependencies: [
         "MemoryStoreServer",
         "KeyValueServer",
-        .product(name: "MemoryStore", package: "MemoryStore"),
+        .product(name: "MemoryStoreKit", package: "MemoryStore"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
