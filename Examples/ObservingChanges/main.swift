@@ -85,7 +85,7 @@ do {
   var aapl = prices.updates(of: "AAPL").makeAsyncIterator()
   // Every value that leaves the store, with why: batches cannot show a key added and removed
   // within one interval, this does. Subscribed from here on: the iterator is made now.
-  var removals = prices.removals().makeAsyncIterator()
+  var removals = prices.removals.makeAsyncIterator()
 
   if let snapshot = await mirrorChanges.next() {
     snapshot.apply(to: &mirror)

@@ -37,7 +37,7 @@ func makeSessions() -> MemoryStore<String, Session> {
 let sessions = makeSessions()
 let ended = Task {
   var ended: [String] = []
-  for await removal in sessions.removals() {
+  for await removal in sessions.removals {
     ended.append("\(removal.key) (\(removal.cause))")
     if ended.count == 5 { break }
   }

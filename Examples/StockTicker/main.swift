@@ -4,7 +4,9 @@
 // up, as a trading screen would. Every hundredth symbol has stopped trading: a decider evicts
 // quotes not updated for 5 seconds, checked every second, so those 50 leave the store about
 // 6 seconds into a run. The market is saved to a snapshot file every 2 seconds and restored
-// from it at the next start. A progress line prints every second; the run ends with a summary
+// from it at the next start: the file is `StockTicker/quotes.snapshot` in the system's
+// temporary folder (`$TMPDIR`, or `/tmp` on Linux); the run prints its path, and deleting it
+// starts the next run afresh. A progress line prints every second; the run ends with a summary
 // of reads and writes per second, change batches, evictions, and save and load times.
 //
 //     swift run -c release StockTicker [--seconds N] [--writers N] [--readers N]
@@ -165,15 +167,21 @@ print(
   "StockTicker: \(symbols.count) symbols, \(options.writers) writer and "
     + "\(options.readers) reader threads, \(options.seconds) s")
 let start = DispatchTime.now()
+var lastSecond = quotes.statistics
 for second in 1...options.seconds {
   Thread.sleep(forTimeInterval: 1)
+  // This second's lookups alone, taken before the sample's own.
+  let now = quotes.statistics
+  let thisSecond = now.since(lastSecond)
+  lastSecond = now
   let sample = ["AAPL", "S0", "S1", "S2"].compactMap { symbol in
     quotes[symbol].map { "\(symbol) \(String(format: "%.2f", $0.bid))" }
   }
   print(
     "  \(second) s  \(quotes.count) quotes  \(sample.joined(separator: "  "))  "
       + "batches \(batches.load(ordering: .relaxed)), "
-      + "last \(lastBatchSize.load(ordering: .relaxed)) symbols")
+      + "last \(lastBatchSize.load(ordering: .relaxed)) symbols, "
+      + "\(thisSecond.hits + thisSecond.misses) lookups")
 }
 running.store(false, ordering: .relaxed)
 finished.wait()
@@ -208,6 +216,7 @@ print(
     saves:   \(autoSaves.load(ordering: .relaxed)) automatic, last \(format(Double(lastSaveMicroseconds.load(ordering: .relaxed)) / 1000)) ms; \
   final \(finalSave.entryCount) quotes, \(finalSave.byteCount / 1024) KiB in \(format(finalSave.duration / .milliseconds(1))) ms
     load:    \(format(loadMilliseconds)) ms at start
+    file:    \(snapshotURL.path) (the next run restores it; delete it to start afresh)
   """)
 subscription.cancel()
 

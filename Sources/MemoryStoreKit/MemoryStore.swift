@@ -427,7 +427,7 @@ extension MemoryStore {
   ///
   /// - Complexity: O(1) under the write lock (it starts a new, empty generation of the table);
   ///   the old entries are released later, outside every lock, once no reader can see them.
-  ///   While ``removals(bufferingNewest:)`` has subscribers, O(*n*): every entry is logged.
+  ///   While ``removals`` has subscribers, O(*n*): every entry is logged.
   @inlinable
   public func removeAll() {
     _transact(collectingExpiredKeys: true) { $0.removeAll(in: self) }
@@ -450,7 +450,7 @@ extension MemoryStore {
   ///   ``observe(on:_:)`` handler and ``notificationCenter`` observer has run for every batch
   ///   published so far; ``changes`` iterations have the batches waiting for their next
   ///   iteration;
-  /// - hands the removals of writes made before the call to every ``removals(bufferingNewest:)``
+  /// - hands the removals of writes made before the call to every ``removals``
   ///   iteration;
   /// - with ``tracksReads`` on, delivers at once the notices that writes made before the call
   ///   handed to the scheduler (see ``tracksReads``), and waits for them;

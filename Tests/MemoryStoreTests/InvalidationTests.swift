@@ -33,7 +33,7 @@ import Testing
     let store = observed.store
     store.addEntries(["a": 1, "b": 2, "c": 3])
     _ = await observed.flushedBatches()
-    var removals = store.removals().makeAsyncIterator()
+    var removals = store.removals.makeAsyncIterator()
     #expect(store.invalidateValues(forKeys: ["a", "b", "absent"]) == 2)
     #expect(store.allItems == ["c": 3])
     let batches = await observed.flushedBatches()

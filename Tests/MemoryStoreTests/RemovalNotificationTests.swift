@@ -29,7 +29,7 @@ extension StoreContractTests {
     @Test func writesReportWhatTheyReplaceAndRemoveInOrder() async {
       let store = MemoryStore<String, Int>()
       store["before"] = 0
-      var removals = store.removals().makeAsyncIterator()
+      var removals = store.removals.makeAsyncIterator()
       store["before"] = nil  // after the subscription: reported
       store["a"] = 1
       store["a"] = 2
@@ -56,7 +56,7 @@ extension StoreContractTests {
     @Test func anIterationReceivesTheRemovalsOfWritesAfterItsIteratorIsMade() async {
       let store = MemoryStore<String, Int>()
       store.addEntries(["before": 0, "between": 0])
-      let sequence = store.removals()
+      let sequence = store.removals
       store["before"] = nil  // the sequence exists, no iteration yet: no one is told
       var first = sequence.makeAsyncIterator()
       store["between"] = nil
@@ -74,7 +74,7 @@ extension StoreContractTests {
       let store = MemoryStore<String, Int>(scheduler: clock) { key, _, _ in key == "judged" }
       store.countLimit = 3
       store.costLimit = 100
-      var removals = store.removals().makeAsyncIterator()
+      var removals = store.removals.makeAsyncIterator()
       store.setValue(1, forKey: "expiring", timeToLive: .seconds(1))
       clock.advance(by: .seconds(1))
       _ = store["expiring"]
@@ -153,7 +153,7 @@ extension StoreContractTests {
       store.notificationInterval = .seconds(1)
       store["a"] = 0
       scheduler.runAll()  // the batch is published: the next change schedules another
-      let removals = store.removals().makeAsyncIterator()
+      let removals = store.removals.makeAsyncIterator()
       // A writer logs its removal, then blocks in the scheduler (its batch's publication)
       // before it queues the delivery.
       scheduler.blockNextCall()
@@ -189,7 +189,7 @@ extension StoreContractTests {
 
     @Test func theConsumerMayWriteTheStoreAndTheSequenceEndsWithIt() async {
       var store: MemoryStore<String, Int>? = MemoryStore()
-      let removals = store!.removals().makeAsyncIterator()
+      let removals = store!.removals.makeAsyncIterator()
       let consumer = Task { [weak store, removals] () -> Int in
         var removals = removals
         var count = 0

@@ -15,7 +15,7 @@ extension StoreContractTests {
       let observed = Observed()
       observed.store["a"] = 0
       await observed.store.flush()
-      var removals = observed.store.removals().makeAsyncIterator()
+      var removals = observed.store.removals.makeAsyncIterator()
       observed.store["a"] = 1
       // One call: no interval passes, and the handler has run and the removal waits when it
       // returns.

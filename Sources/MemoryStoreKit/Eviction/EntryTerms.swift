@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What an entry carries besides its value: its cost and the time it has left.
 ///
 /// ```swift
@@ -14,12 +16,19 @@ public struct EntryTerms: Hashable, Sendable {
   /// The time until the entry expires unless it is read (``MemoryStore/timeToIdle``); `nil`
   /// if it does not expire when idle.
   public var timeToIdle: Duration?
+  /// The time since the entry's value was last written, while the store keeps write times
+  /// (``MemoryStore/keepWriteTimes()``, or an ``MemoryStore/evictionDecider``); `nil`
+  /// otherwise. An entry written before the store started keeping them counts from then.
+  public var age: Duration?
 
-  /// Creates terms: a cost and the times left.
-  public init(cost: Int = 0, timeToLive: Duration? = nil, timeToIdle: Duration? = nil) {
+  /// Creates terms: a cost, the times left, and the age.
+  public init(
+    cost: Int = 0, timeToLive: Duration? = nil, timeToIdle: Duration? = nil, age: Duration? = nil
+  ) {
     self.cost = cost
     self.timeToLive = timeToLive
     self.timeToIdle = timeToIdle
+    self.age = age
   }
 }
 
@@ -39,18 +48,47 @@ extension MemoryStore {
   ///
   /// - Complexity: O(1) on average.
   public func terms(forKey key: Key) -> EntryTerms? {
-    let found = _withReadAccess { view -> (Bool, Int, Int64, Int64)? in
+    let found = _withReadAccess { view -> (Bool, _EntryMetadata)? in
       guard let node = view.node(forKey: key) else { return nil }
-      guard node.hasMetadata else { return (false, 0, .max, .max) }
-      return (true, node.cost, node.expiresAt, node.idleExpiresAt)
+      guard node.hasMetadata else {
+        return (false, _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
+      }
+      return (true, node.metadata)
     }
-    guard let (hasMetadata, cost, expiresAt, idleExpiresAt) = found else { return nil }
+    guard let (hasMetadata, metadata) = found else { return nil }
+    // Read after the entry: a store that keeps write times gave every entry metadata first.
+    let keepsWriteTimes = _signals.keepsWriteTimes.load(ordering: .relaxed)
     guard hasMetadata else { return EntryTerms() }
     let now = _clockNanos()
-    guard Swift.min(expiresAt, idleExpiresAt) > now else { return nil }
+    guard Swift.min(metadata.expiresAt, metadata.idleExpiresAt) > now else { return nil }
+    let writtenAt = Swift.max(
+      metadata.writtenAt, _signals.writeTimesSince.load(ordering: .relaxed))
     return EntryTerms(
-      cost: cost,
-      timeToLive: expiresAt == .max ? nil : .nanoseconds(expiresAt - now),
-      timeToIdle: idleExpiresAt == .max ? nil : .nanoseconds(idleExpiresAt - now))
+      cost: metadata.cost,
+      timeToLive: metadata.expiresAt == .max ? nil : .nanoseconds(metadata.expiresAt - now),
+      timeToIdle: metadata.idleExpiresAt == .max
+        ? nil : .nanoseconds(metadata.idleExpiresAt - now),
+      age: keepsWriteTimes ? .nanoseconds(Swift.max(now - writtenAt, 0)) : nil)
+  }
+
+  /// Makes the entries keep the time their value was written, from now on, so that
+  /// ``terms(forKey:)`` reports their ``EntryTerms/age``; the entries already there count
+  /// from this call. Once on, it stays on for the store's life (an
+  /// ``evictionDecider`` turns it on too).
+  ///
+  /// ```swift
+  /// sessions.keepWriteTimes()
+  /// sessions[token] = session
+  /// sessions.terms(forKey: token)?.age   // a few microseconds
+  /// ```
+  ///
+  /// It costs each later write a read of the clock, and each entry 8 bytes.
+  ///
+  /// Thread-safe: a write.
+  ///
+  /// - Complexity: O(1) when already on; otherwise a write that gives every entry its
+  ///   metadata (see ``costLimit``), O(1) per later write.
+  public func keepWriteTimes() {
+    _ = _startKeepingWriteTimes(now: _clockNanos())
   }
 }

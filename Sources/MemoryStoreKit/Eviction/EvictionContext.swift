@@ -236,6 +236,35 @@ public struct StoreStatistics: Hashable, Sendable, CustomStringConvertible {
     }
   }
 
+  /// What happened between `earlier` and these statistics, like Caffeine's
+  /// `CacheStats.minus`: the counters (hits, misses, evictions per reason, batches published
+  /// and their total delay) less `earlier`'s, each at least 0, and the state now (``count``,
+  /// ``totalCost``, and ``ChangeBatches/longestDelay``, which is a maximum since the store
+  /// was made and cannot be taken apart).
+  ///
+  /// ```swift
+  /// let before = quotes.statistics
+  /// runTheMorningBurst()
+  /// let burst = quotes.statistics.since(before)
+  /// print("hit rate during the burst: \(burst.hitRate)")
+  /// ```
+  ///
+  /// Statistics of two different stores give a meaningless difference. O(1).
+  public func since(_ earlier: StoreStatistics) -> StoreStatistics {
+    func less(_ now: UInt64, _ then: UInt64) -> UInt64 { now >= then ? now - then : 0 }
+    var difference = self
+    difference.hits = less(hits, earlier.hits)
+    difference.misses = less(misses, earlier.misses)
+    for reason in EvictionReason.allCases {
+      difference.evictions[reason] = less(evictions[reason], earlier.evictions[reason])
+    }
+    difference.changeBatches.published = less(
+      changeBatches.published, earlier.changeBatches.published)
+    difference.changeBatches.totalDelay = Swift.max(
+      changeBatches.totalDelay - earlier.changeBatches.totalDelay, .zero)
+    return difference
+  }
+
   /// `hits / (hits + misses)`, or 0 before the first lookup.
   public var hitRate: Double {
     let lookups = hits + misses

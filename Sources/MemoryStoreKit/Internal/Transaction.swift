@@ -564,7 +564,7 @@ struct _Transaction<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     access.changes.appendKey(key, value, wasPresent: wasPresent, reason, hash: hash)
   }
 
-  /// Logs a removal for ``MemoryStore/removals(bufferingNewest:)``.
+  /// Logs a removal for ``MemoryStore/removals``.
   @inlinable @inline(never)
   mutating func logRemoval(_ key: Key, _ value: Value, _ cause: RemovalCause) {
     if access.removals.append(key, value, cause) { deliversRemovals = true }

@@ -44,7 +44,7 @@ struct _TrackingFollowUp {
   @usableFromInline var coalesceInBackground = false
   /// Coalesce now, on the writing thread: the log is at its bound.
   @usableFromInline var coalesceNow = false
-  /// Schedule the delivery of the removals logged for ``MemoryStore/removals(bufferingNewest:)``.
+  /// Schedule the delivery of the removals logged for ``MemoryStore/removals``.
   @usableFromInline var deliversRemovals = false
   /// Notify the observers of tracked reads of these changes. Retained; released by
   /// ``MemoryStore/_followUp(_:)``, which every follow-up reaches exactly once. Unmanaged, so
@@ -86,7 +86,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
       updateFlags()
     }
   }
-  /// Whether writes log what they remove or replace: while ``MemoryStore/removals(bufferingNewest:)``
+  /// Whether writes log what they remove or replace: while ``MemoryStore/removals``
   /// has subscribers.
   @usableFromInline var recordsRemovals = false {
     didSet { updateFlags() }

@@ -410,7 +410,7 @@ extension MemoryStore {
   /// iteration of a store whose ``notificationInterval`` was never set turns batches on at
   /// ``defaultNotificationInterval``.
   ///
-  /// Like ``changes`` and ``removals(bufferingNewest:)``, the sequence subscribes nothing by
+  /// Like ``changes`` and ``removals``, the sequence subscribes nothing by
   /// itself: each iteration is a subscriber from the moment it starts (when `for await` makes
   /// its iterator), which costs every published batch one lookup of its key; a store nobody
   /// watches pays nothing. Leaving the loop, cancelling its task or dropping the iterator ends

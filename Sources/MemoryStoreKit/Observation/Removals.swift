@@ -126,7 +126,7 @@ extension MemoryStore {
   /// (net differences) cannot: a key added and evicted within one interval is reported here.
   ///
   /// ```swift
-  /// for await removal in images.removals() where removal.cause.isEviction {
+  /// for await removal in images.removals where removal.cause.isEviction {
   ///   diskCache.write(removal.value, forKey: removal.key)   // spill evicted images to disk
   /// }
   /// ```
@@ -138,9 +138,9 @@ extension MemoryStore {
   /// iteration's own task: no lock of the store is held, so the consumer may read and write
   /// the store. ``flush()`` returns once they have been handed to every iteration.
   ///
-  /// **A slow consumer loses the oldest.** Up to `limit` removals wait for the consumer; when
-  /// another comes, the oldest waiting one is dropped, so memory stays bounded by `limit`
-  /// values. Leaving the loop, cancelling its task or dropping the iterator ends the
+  /// **A slow consumer loses the oldest.** Up to 10 000 removals wait for the consumer
+  /// (``removals(bufferingNewest:)`` chooses another bound); when another comes, the oldest
+  /// waiting one is dropped, so memory stays bounded. Leaving the loop, cancelling its task or dropping the iterator ends the
   /// subscription; an iteration ends when the store is freed, after the removals made until
   /// then.
   ///
@@ -149,15 +149,26 @@ extension MemoryStore {
   /// them; ``removeAll()`` then costs O(*n*) to log every entry. Without subscribers a write
   /// pays nothing more: the flag it reads is the one it already reads for change batches.
   ///
+  /// Thread-safe: the sequence refers to the store weakly. O(1) to start an iteration.
+  public var removals: Removals { Removals(store: self, limit: 10_000) }
+
+  /// ``removals``, with up to `limit` removals waiting for each iteration's consumer (at
+  /// least 1) before the oldest is dropped.
+  ///
+  /// ```swift
+  /// for await removal in images.removals(bufferingNewest: 100) {
+  ///   print("\(removal.key) left: \(removal.cause)")
+  /// }
+  /// ```
+  ///
   /// - Parameter limit: The most removals that wait for each iteration's consumer; at least 1.
   /// - Returns: The removals, as an `AsyncSequence`; thread-safe, and it refers to the store
   ///   weakly.
-  public func removals(bufferingNewest limit: Int = 10_000) -> Removals {
+  public func removals(bufferingNewest limit: Int) -> Removals {
     Removals(store: self, limit: max(limit, 1))
   }
 
-  /// The `AsyncSequence` of the entries that leave a store; see
-  /// ``MemoryStore/removals(bufferingNewest:)``.
+  /// The `AsyncSequence` of the entries that leave a store; see ``MemoryStore/removals``.
   ///
   /// Thread-safe; refers to the store weakly. Each iterator is a subscriber of its own.
   public struct Removals: AsyncSequence, Sendable {
@@ -167,6 +178,11 @@ extension MemoryStore {
     weak var store: MemoryStore?
     /// The most removals that wait for an iteration's consumer.
     let limit: Int
+
+    /// The sequence itself: `store.removals`, the spelling from when ``MemoryStore/removals``
+    /// was a method.
+    @available(*, deprecated, message: "removals is a property: write store.removals")
+    public func callAsFunction() -> Self { self }
 
     /// Subscribes: the iterator receives the removals of every write ordered after this call.
     public func makeAsyncIterator() -> Iterator {

@@ -89,7 +89,7 @@ extension MemoryStore {
   /// ```
   ///
   /// - **Not a local change.** The removals are reported to change batches and
-  ///   ``removals(bufferingNewest:)`` with the reason ``ChangeReason/invalidated``, but never
+  ///   ``removals`` with the reason ``ChangeReason/invalidated``, but never
   ///   to the ``LocalChangeFeed``: applying another instance's changes does not echo back.
   /// - **Local writes win.** A key with a local change that the open feed has not handed over
   ///   yet is kept, and so are the keys of `kept` (the changes taken from the feed but not yet

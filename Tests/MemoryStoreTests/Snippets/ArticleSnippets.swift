@@ -85,7 +85,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     store["a"] = 1
 
     // ObservingChanges.md, "When a sequence subscribes"
-    var removals = store.removals().makeAsyncIterator()  // subscribed from here on
+    var removals = store.removals.makeAsyncIterator()  // subscribed from here on
     store["a"] = nil
     await store.flush()
     let removal = await removals.next()  // a's removal

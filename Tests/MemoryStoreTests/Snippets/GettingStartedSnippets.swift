@@ -134,7 +134,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     }
 
     Task {
-      for await removal in quotes.removals() where removal.cause.isEviction {
+      for await removal in quotes.removals where removal.cause.isEviction {
         print(removal.key, "evicted:", removal.cause)
       }
     }

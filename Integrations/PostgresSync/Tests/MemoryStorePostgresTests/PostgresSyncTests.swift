@@ -22,8 +22,8 @@ import Testing
         #expect(try await b.sync.value(forKey: "k") == 1, "read through the table")
         #expect(try await c.sync.value(forKey: "k") == 1)
         #expect(b.store["k"] == 1, "kept after the read")
-        let bInvalidations = b.store.removals().makeAsyncIterator()
-        let cInvalidations = c.store.removals().makeAsyncIterator()
+        let bInvalidations = b.store.removals.makeAsyncIterator()
+        let cInvalidations = c.store.removals.makeAsyncIterator()
         a.store["k"] = 2
         try await a.sync.publishPending()
         try await expectInvalidation(of: "k", bInvalidations)
