@@ -1,13 +1,12 @@
 import Synchronization
 
-@_spi(Testing)
 extension MemoryStore {
   /// Runs `body` while the calling thread stays inside a read section opened before it, exactly
   /// as a reader preempted in the middle of a lookup would: writes made meanwhile go on, and
   /// the values they replace stay allocated until the section is left.
   ///
   /// For tests of writes racing a reader that does not leave. Not part of the supported API.
-  public func _withReaderParked<R>(_ body: () throws -> R) rethrows -> R {
+  package func _withReaderParked<R>(_ body: () throws -> R) rethrows -> R {
     let (_, token) = _table.enterReadSection()
     defer {
       _table.leaveReadSection(token)
@@ -18,11 +17,11 @@ extension MemoryStore {
 
   /// Frees the values that writes replaced or removed, if no reader still needs them (what
   /// `flush()` does), without suspending. Not part of the supported API.
-  public func _freeReplacedValues() { _settle() }
+  package func _freeReplacedValues() { _settle() }
 
   /// Whether values replaced or removed by writes are still allocated, waiting for readers
   /// to leave. Not part of the supported API.
-  public var _retainsReplacedValues: Bool {
+  package var _retainsReplacedValues: Bool {
     _writer.withAccess { _table.retainedCount($0.held) > 0 }
   }
 
@@ -30,13 +29,13 @@ extension MemoryStore {
   /// first write with a cost or a time to live, and not since. Not part of the supported API.
   ///
   /// - Complexity: O(*n*).
-  public var _entriesWithoutMetadata: Int {
+  package var _entriesWithoutMetadata: Int {
     _writer.withAccess { _table.entriesWithoutMetadata($0.held) }
   }
 
   /// When `key`'s entry expires (the earlier of its time to live and its time to idle), or
   /// `nil` if it is absent or never expires. Not part of the supported API.
-  public func _deadline(forKey key: Key) -> ContinuousClock.Instant? {
+  package func _deadline(forKey key: Key) -> ContinuousClock.Instant? {
     let deadline = _writer.withAccess { access in
       _table.stagedNode(forKey: key, access.held)?.deadline
     }
@@ -45,35 +44,32 @@ extension MemoryStore {
   }
 }
 
-@_spi(Testing)
 extension MemoryStore {
   /// The number of live subscriptions (`changes` iterations, `observe` handlers and the
   /// notification center's poster). Not part of the supported API.
-  public var _subscriberCount: Int { _hub.count }
+  package var _subscriberCount: Int { _hub.count }
 }
 
-@_spi(Testing)
 extension MemoryStore {
   /// The number of changes logged by writers and not yet coalesced. Not part of the
   /// supported API.
-  public var _loggedChangeCount: Int {
+  package var _loggedChangeCount: Int {
     _writer.withLock { state in
       state.changes.segments.reduce(state.changes.log.loggedCount) { $0 + $1.loggedCount }
     }
   }
 
   /// The most changes the log holds before a writer coalesces them itself.
-  public static var _loggedChangeBound: Int {
+  package static var _loggedChangeBound: Int {
     _ChangeTracker<Key, Value>.segmentCapacity * (_ChangeTracker<Key, Value>.maximumSegments + 1)
   }
 }
 
-@_spi(Testing)
 extension MemoryStore {
   /// Checks that the eviction policy's bookkeeping matches the entries exactly: the ring holds
   /// as many entries as the store, and the total cost and the expiry heap agree with them;
   /// returns a description of the first difference. Not part of the supported API.
-  public func _policyMismatch() -> String? {
+  package func _policyMismatch() -> String? {
     _writer.withAccess { access in
       guard _signals.policyActive.load(ordering: .relaxed) else { return nil }
       // That the ring holds each entry's current node once, at its own position, is the
@@ -83,7 +79,6 @@ extension MemoryStore {
   }
 }
 
-@_spi(Testing)
 extension MemoryStore {
   /// Checks the store's internal invariants and stops the program with a message at the first
   /// one that does not hold; does nothing in release builds. Not part of the supported API.
@@ -95,7 +90,7 @@ extension MemoryStore {
   ///   ``_policyMismatch()``), and the limits hold.
   ///
   /// Call it when no write is in progress (after a run), as the stress and mirror tests do.
-  public func _checkInvariants() {
+  package func _checkInvariants() {
     #if DEBUG
       _writer.withAccess { access in
         _table._checkInvariants(access.held)
@@ -122,12 +117,11 @@ extension MemoryStore {
   }
 }
 
-@_spi(Testing)
 extension MemoryStore {
   /// The eviction order's state: the sizes of its window, probation and protected lists, the
   /// window's share of the entries (in 65 536ths), the words of its frequency sketch, and the
   /// total cost of each list (0 without a cost limit). Not part of the supported API.
-  public var _evictionOrderState:
+  package var _evictionOrderState:
     (
       window: Int, probation: Int, protected: Int, windowShare: Int, sketchWords: Int,
       windowCost: Int, probationCost: Int, protectedCost: Int
@@ -144,7 +138,7 @@ extension MemoryStore {
 
   /// The words of the eviction order's record of the keys evicted lately (0 until it is made).
   /// Not part of the supported API.
-  public var _evictedKeyRecordWords: Int {
+  package var _evictedKeyRecordWords: Int {
     _writer.withLock { state in
       let ghosts = state.policy.order.ghosts
       return ghosts.words == nil ? 0 : ghosts.wordMask + 1
@@ -153,7 +147,7 @@ extension MemoryStore {
 
   /// The estimated uses of `key` in the eviction order's frequency sketch. Not part of the
   /// supported API.
-  public func _estimatedUses(of key: Key) -> Int {
+  package func _estimatedUses(of key: Key) -> Int {
     let hash = key.hashValue
     return _writer.withLock { $0.policy.order.sketch.frequency(hash) }
   }

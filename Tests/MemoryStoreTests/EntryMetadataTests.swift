@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(Testing) @testable import MemoryStoreKit
+@testable import MemoryStoreKit
 
 /// Entries that carry their metadata in their nodes: the table's ring of entries through
 /// every kind of write, growth and packing; the policy's expiry heap; and the store turning

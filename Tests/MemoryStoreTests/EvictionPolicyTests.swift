@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(Testing) @testable import MemoryStoreKit
+@testable import MemoryStoreKit
 
 /// The eviction policy's rules on small traces with known answers: admission by frequency,
 /// promotion to protected, the window's adaptation, loops, and the frequency sketch.

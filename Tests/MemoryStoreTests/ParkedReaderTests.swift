@@ -1,4 +1,4 @@
-@_spi(Testing) import MemoryStoreKit
+import MemoryStoreKit
 import Testing
 
 /// Writes made while a reader stays inside a read section (one preempted in the middle of a

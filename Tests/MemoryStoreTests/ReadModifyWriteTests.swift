@@ -1,4 +1,4 @@
-@_spi(Testing) import MemoryStoreKit
+import MemoryStoreKit
 import Synchronization
 import Testing
 

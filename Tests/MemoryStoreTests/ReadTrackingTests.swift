@@ -3,7 +3,7 @@ import Observation
 import Synchronization
 import Testing
 
-@_spi(Testing) @testable import MemoryStoreKit
+@testable import MemoryStoreKit
 
 extension StoreContractTests {
   /// `tracksReads`: reads inside an Observation tracking scope register what they read, and a

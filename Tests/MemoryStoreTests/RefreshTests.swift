@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@_spi(Testing) @testable import MemoryStoreKit
+@testable import MemoryStoreKit
 
 extension StoreContractTests {
   /// `timeToRefresh`: a get-or-load that hits an entry written long enough ago returns it at

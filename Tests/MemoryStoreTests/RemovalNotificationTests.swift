@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-@_spi(Testing) import MemoryStoreKit
+import MemoryStoreKit
 import Synchronization
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@_spi(Testing) @testable import MemoryStoreKit
+@testable import MemoryStoreKit
 
 extension StoreContractTests {
   /// Snapshots keep each entry's cost and deadlines (format version 2), files of version 1

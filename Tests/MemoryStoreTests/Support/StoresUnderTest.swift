@@ -1,4 +1,4 @@
-@_spi(Testing) import MemoryStoreKit
+import MemoryStoreKit
 
 /// The operations the concurrent workloads perform, so that deliberately broken stores can
 /// stand in for `MemoryStore` and show that the workloads catch what they claim to catch.
