@@ -5,12 +5,12 @@
 /// it in the same critical section.
 ///
 /// - The eviction order: which entry a limit evicts next. ``_EvictionOrder``, the adaptive
-///   order (`Eviction/EvictionOrder.swift`), held as `order`; or the order an
+///   order (`Policy/EvictionOrder.swift`), held as `order`; or the order an
 ///   ``EvictionPolicy`` chose instead, held as `chosenOrder` behind ``_EvictionOrdering``
-///   (`Eviction/EvictionOrdering.swift`). The policy reaches either through its own methods
+///   (`Policy/EvictionOrdering.swift`). The policy reaches either through its own methods
 ///   below, so nothing else knows which is in use.
-/// - ``_Expiry``: deadlines, what is due, when the timer fires (`Eviction/Expiry.swift`).
-/// - ``_Limits``: the limits and the total cost (`Eviction/Limits.swift`).
+/// - ``_Expiry``: deadlines, what is due, when the timer fires (`Time/Expiry.swift`).
+/// - ``_Limits``: the limits and the total cost (`Policy/Limits.swift`).
 /// - `evictions`: the statistics of what the store removed on its own.
 @usableFromInline
 struct _Policy: Sendable {
