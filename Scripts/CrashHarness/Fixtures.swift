@@ -1,8 +1,9 @@
 import Foundation
 import MemoryStoreKit
 
-// The hostile snapshot fixtures of Tests/MemoryStoreTests/Fixtures/Hostile and the seed corpus
-// of the fuzz target (Scripts/Fuzz/corpus), generated from one description of the file format
+// The hostile snapshot fixtures of Tests/MemoryStoreTests/Fixtures/Hostile (which also seed
+// the fuzz target's `file` mode) and the seeds of its `binary` mode (Scripts/Fuzz/corpus),
+// generated from one description of the file format
 // written independently of the library's: the "valid" controls must load, which checks this
 // writer against the library's reader.
 //
@@ -475,28 +476,22 @@ func runMakeFixtures(directory: URL) -> Never {
   }
 }
 
-/// The `make-fuzz-corpus` sub-command: seeds for both fuzz modes, `file/` (whole snapshot
-/// files) and `binary/` (bare binary payloads), from the fixtures and a few more shapes.
+/// The `make-fuzz-corpus` sub-command: the seeds of the `binary` fuzz mode, `binary/` (bare
+/// binary payloads), from the fixtures and a few more shapes. The `file` mode is seeded with
+/// the fixtures themselves (see Scripts/reliability).
 func runMakeFuzzCorpus(directory: URL) -> Never {
   do {
-    let fileDirectory = directory.appending(path: "file")
     let binaryDirectory = directory.appending(path: "binary")
-    for sub in [fileDirectory, binaryDirectory] {
-      try? FileManager.default.removeItem(at: sub)
-      try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
-    }
-    var files = 0
+    try? FileManager.default.removeItem(at: binaryDirectory)
+    try FileManager.default.createDirectory(
+      at: binaryDirectory, withIntermediateDirectories: true)
     var payloads = 0
-    // Small files only: the deep ones would make every mutation slow.
-    for fixture in try hostileFixtures() where fixture.bytes.count <= 2_048 {
-      try Data(fixture.bytes).write(to: fileDirectory.appending(path: fixture.name))
-      files += 1
-      if fixture.coder == "binary" && fixture.bytes.count > 48 {
-        try Data(fixture.bytes.dropFirst(48)).write(
-          to: binaryDirectory.appending(
-            path: fixture.name.replacingOccurrences(of: ".snapshot", with: ".bin")))
-        payloads += 1
-      }
+    for fixture in try hostileFixtures()
+    where fixture.coder == "binary" && fixture.bytes.count > 48 && fixture.bytes.count <= 2_048 {
+      try Data(fixture.bytes.dropFirst(48)).write(
+        to: binaryDirectory.appending(
+          path: fixture.name.replacingOccurrences(of: ".snapshot", with: ".bin")))
+      payloads += 1
     }
     // Other shapes the binary target decodes: numbers, optionals, data, nested dictionaries.
     let shapes: [(String, Data)] = [
@@ -516,7 +511,7 @@ func runMakeFuzzCorpus(directory: URL) -> Never {
       try data.write(to: binaryDirectory.appending(path: name))
       payloads += 1
     }
-    print("wrote \(files) file seeds and \(payloads) binary payload seeds to \(directory.path)")
+    print("wrote \(payloads) binary payload seeds to \(directory.path)")
     exit(0)
   } catch {
     printError("make-fuzz-corpus: \(error)")

@@ -62,7 +62,7 @@ let usage = """
     reentrant-create  calls valueOrInsert(forKey:_:) again for the same key from inside its
                makeValue: the program must stop with a message that names the mistake
     make-fixtures     writes the hostile snapshot fixtures and their manifest.tsv
-    make-fuzz-corpus  writes the fuzz target's seeds (file/ and binary/)
+    make-fuzz-corpus  writes the seeds of the binary fuzz mode (binary/)
   """
 
 func usageError(_ message: String) -> Never {

@@ -2,8 +2,10 @@
 // so that it reaches the internal entry points (Scripts/reliability fuzz builds and runs it):
 //
 //     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name MemoryStoreFuzz \
+//       -package-name MemoryStore \
 //       $(find Sources/MemoryStoreKit -name '*.swift') Scripts/Fuzz/FuzzSnapshot.swift -o fuzz
-//     MEMORYSTORE_FUZZ=file   ./fuzz corpus-work Scripts/Fuzz/corpus/file
+//     MEMORYSTORE_FUZZ=file   ./fuzz corpus-work seeds   # the small fixtures of
+//                                                  # Tests/MemoryStoreTests/Fixtures/Hostile
 //     MEMORYSTORE_FUZZ=binary ./fuzz corpus-work Scripts/Fuzz/corpus/binary
 //
 // `file`: a whole snapshot file through the manager's load path after the read (header
