@@ -39,7 +39,10 @@ extension MemoryStore {
     guard _feedSignal.withLock({ $0 === signal }) else { return [] }
     return _writer.withLock { state in
       let taken = state.changes.localChanges
+      // As many as were taken, so that the next changes append without regrowing: a feed is
+      // taken at a steady pace.
       state.changes.localChanges = []
+      state.changes.localChanges.reserveCapacity(taken.count)
       return taken
     }
   }
