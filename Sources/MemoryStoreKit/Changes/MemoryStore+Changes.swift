@@ -25,7 +25,7 @@ extension MemoryStore {
   ///
   /// Thread-safe. While batches are on, each write appends its change to a log under the write
   /// lock; the log is coalesced per key off the write path, so a write costs little more and
-  /// reads nothing (see <doc:ObservingChanges> for the measurements).
+  /// reads nothing (see <doc:ObservingChanges>; the benchmark's README has the measurements).
   public var notificationInterval: Duration {
     get {
       _writer.withLock { $0.changes.interval }

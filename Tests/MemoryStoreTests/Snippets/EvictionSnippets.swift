@@ -53,7 +53,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     let placeholder = Data([0])
     @Sendable func download(_ url: URL) async throws -> Data { Data(count: 150 << 10) }
 
-    // "Cost"
+    // "Choose a cost and a cost limit"
     let thumbnails = MemoryStore<URL, Data>(name: "thumbnails")
     thumbnails.entryCost = { _, data in data.count }
     thumbnails.costLimit = 4 << 20  // 4 MiB
@@ -67,8 +67,8 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(thumbnails.statistics.totalCost == 1)
   }
 
-  @Test func aDeciderAndACountLimit() {
-    // "The eviction decider"
+  @Test func aDecider() {
+    // "Write a decider"
     let quotes = MemoryStore<String, Quote>(name: "quotes") { symbol, quote, context in
       context.age > .seconds(60)  // not updated for a minute
     }
@@ -78,16 +78,34 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     #expect(quotes.evictionInterval == .seconds(10))
     quotes["AAPL"] = Quote(bid: 1, ask: 2)
     #expect(quotes.purgeEvictableItems().isEmpty, "written less than a minute ago")
+  }
 
-    // "Limits and the eviction order"
+  @Test func aCountLimitAndWhatItBuys() {
+    output.clear()
+    // 12 000 keys written under a limit of 10 000, then each read once.
+    func serveTraffic(from store: MemoryStore<String, Quote>) {
+      for index in 0..<12_000 { store["S\(index)"] = Quote(bid: 1, ask: 2) }
+      for index in 0..<12_000 { _ = store["S\(index)"] }
+    }
+
+    // "Choose a count limit"
     let recent = MemoryStore<String, Quote>(name: "recent")
     recent.countLimit = 10_000
+    let before = recent.statistics
+    serveTraffic(from: recent)
+    let period = recent.statistics.since(before)
+    print(period.hitRate)  // the share of lookups that found their key
+    print(period.evictions[.countLimit])  // the entries the limit evicted
 
-    #expect(recent.countLimit == 10_000)
+    #expect(recent.count == 10_000)
+    #expect(output.printed == ["\(10_000.0 / 12_000.0)", "2000"])
+    // A later lookup counts in a later period.
+    _ = recent["missing"]
+    #expect(recent.statistics.since(before).misses == period.misses + 1)
   }
 
   @Test func choosingLeastRecentlyUsed() {
-    // "Choosing least recently used instead"
+    // "Choose the eviction policy"
     let history = MemoryStore<String, Quote>(name: "history")
     history.evictionPolicy = .lru  // least recently used
     history.countLimit = 500
@@ -167,7 +185,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     let logged = Mutex<[String]>([])
     @Sendable func log(_ line: String) { logged.withLock { $0.append(line) } }
 
-    // "Refresh after write"
+    // "Refresh before expiry"
     let quotes = MemoryStore<String, Double>(name: "quotes")
     quotes.timeToRefresh = .seconds(5)  // reload quotes older than 5 s …
     quotes.defaultTimeToLive = .seconds(60)  // … and never serve one older than a minute
@@ -243,7 +261,7 @@ private func print(_ items: Any..., separator: String = " ", terminator: String 
     for _ in 0..<1_204_112 { _ = quotes["S100"] }
     for _ in 0..<5_150 { _ = quotes["missing"] }
 
-    // "Statistics"
+    // "Watch what the store removes"
     let stats = quotes.statistics
     print(stats)  // 4950 entries, cost 0, 1204112 hits, 5150 misses (99.6 %), 50 evicted
     print(stats.evictions[.decider], stats.evictions[.countLimit])
