@@ -90,8 +90,7 @@ extension MemoryStore {
     }
     guard let (value, version, writtenAt) = found else { return nil }
     let lifetime = _signals.refreshLifetime.load(ordering: .relaxed)
-    // An entry written before write times were kept counts as written when they started.
-    let written = Swift.max(writtenAt, _signals.writeTimesSince.load(ordering: .relaxed))
+    let written = _writeTime(recorded: writtenAt)
     guard lifetime != 0, _clockNanos() - written >= lifetime else { return (value, nil) }
     return (value, (key, version))
   }

@@ -48,27 +48,30 @@ extension MemoryStore {
   ///
   /// - Complexity: O(1) on average.
   public func terms(forKey key: Key) -> EntryTerms? {
-    let found = _withReadAccess { view -> (Bool, _EntryMetadata)? in
+    // `nil`: absent; `.some(nil)`: an entry without metadata (no cost, no deadline).
+    let found = _withReadAccess { view -> _EntryMetadata?? in
       guard let node = view.node(forKey: key) else { return nil }
-      guard node.hasMetadata else {
-        return (false, _EntryMetadata(writtenAt: 0, expiresAt: .max, cost: 0))
-      }
-      return (true, node.metadata)
+      return .some(node.hasMetadata ? node.metadata : nil)
     }
-    guard let (hasMetadata, metadata) = found else { return nil }
+    guard let found else { return nil }
+    guard let metadata = found else { return EntryTerms() }
     // Read after the entry: a store that keeps write times gave every entry metadata first.
     let keepsWriteTimes = _signals.keepsWriteTimes.load(ordering: .relaxed)
-    guard hasMetadata else { return EntryTerms() }
     let now = _clockNanos()
     guard Swift.min(metadata.expiresAt, metadata.idleExpiresAt) > now else { return nil }
-    let writtenAt = Swift.max(
-      metadata.writtenAt, _signals.writeTimesSince.load(ordering: .relaxed))
     return EntryTerms(
       cost: metadata.cost,
       timeToLive: metadata.expiresAt == .max ? nil : .nanoseconds(metadata.expiresAt - now),
       timeToIdle: metadata.idleExpiresAt == .max
         ? nil : .nanoseconds(metadata.idleExpiresAt - now),
-      age: keepsWriteTimes ? .nanoseconds(Swift.max(now - writtenAt, 0)) : nil)
+      age: keepsWriteTimes
+        ? .nanoseconds(Swift.max(now - _writeTime(recorded: metadata.writtenAt), 0)) : nil)
+  }
+
+  /// The time an entry was written, given the write time its node recorded: an entry written
+  /// before the store kept write times counts as written when it started keeping them.
+  func _writeTime(recorded writtenAt: Int64) -> Int64 {
+    Swift.max(writtenAt, _signals.writeTimesSince.load(ordering: .relaxed))
   }
 
   /// Makes the entries keep the time their value was written, from now on, so that
