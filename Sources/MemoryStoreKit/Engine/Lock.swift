@@ -35,8 +35,12 @@ struct _Lock {
 
   @usableFromInline
   init() {
-    _primitive = UnsafeMutablePointer<Primitive>.allocate(capacity: 1)
-    _waiting = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
+    // One block of two cache lines (and aligned to two, against the adjacent-line
+    // prefetcher): the primitive on the first, the count of waiters on the second, so that
+    // nothing else shares the line that waiting threads read while the owner writes it.
+    let block = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 128)
+    _primitive = block.bindMemory(to: Primitive.self, capacity: 1)
+    _waiting = (block + 128).bindMemory(to: Atomic<Int>.self, capacity: 1)
     _waiting.initialize(to: Atomic(0))
     #if canImport(Darwin)
       _primitive.initialize(to: os_unfair_lock())
@@ -61,6 +65,13 @@ struct _Lock {
 
   @usableFromInline @inline(never)
   func _lockContended() {
+    // Critical sections are short (a write's), and a thread put to sleep costs both the
+    // waiter and the owner, who must wake it, microseconds: wait awake first, reading the
+    // lock's word (not trying to take it, which would pull its line away from the owner at
+    // every try), about as long as a long write holds the lock.
+    for _ in 0..<Self._spinLimit {
+      if !_looksHeld && tryLock() { return }
+    }
     _waiting.pointee.wrappingAdd(1, ordering: .relaxed)
     #if canImport(Darwin)
       os_unfair_lock_lock(_primitive)
@@ -68,6 +79,23 @@ struct _Lock {
       pthread_mutex_lock(_primitive)
     #endif
     _waiting.pointee.wrappingSubtract(1, ordering: .relaxed)
+  }
+
+  /// How many times a contended ``lock()`` looks at the lock before it sleeps.
+  @usableFromInline static var _spinLimit: Int { 40_000 }
+
+  /// Whether the lock looks held (a relaxed read of its word, where the platform has one to
+  /// read): a hint for a thread that waits awake.
+  @inlinable @inline(__always)
+  var _looksHeld: Bool {
+    #if canImport(Glibc)
+      // The word is glibc's `__data.__lock`, at offset 0, which glibc changes only
+      // atomically: read atomically, it is a hint, never a decision (`tryLock` decides).
+      UnsafeMutableRawPointer(_primitive).assumingMemoryBound(to: Atomic<Int32>.self).pointee
+        .load(ordering: .relaxed) != 0
+    #else
+      false
+    #endif
   }
 
   /// For a thread that does long work in chunks, each under the lock: call it after unlocking,
@@ -116,9 +144,8 @@ struct _Lock {
       pthread_mutex_destroy(_primitive)
     #endif
     _primitive.deinitialize(count: 1)
-    _primitive.deallocate()
     _waiting.deinitialize(count: 1)
-    _waiting.deallocate()
+    UnsafeMutableRawPointer(_primitive).deallocate()
   }
 }
 
