@@ -183,6 +183,24 @@ extension MemoryStore {
     }
   }
 
+  /// Runs `body` with the node that holds `key` now (`nil`: absent, or expired by now), valid
+  /// while `body` runs: the read of one key, which loads no version in the common case (see
+  /// ``_ConcurrentTable/_latestNode(forKey:hash:counters:)``). With `counting`, the lookup
+  /// counts as a hit or a miss, and a hit as a use for eviction.
+  ///
+  /// `body` must be store code only, as for ``_withReadAccess(_:)``.
+  @inlinable @inline(__always)
+  func _withLatestNode<R>(
+    forKey key: Key, hash: Int, counting: Bool = true, _ body: (_Node<Key, Value>?) -> R
+  ) -> R {
+    _table.withLatestReadSection { counters in
+      var node = _table._latestNode(forKey: key, hash: hash, counters: counters)
+      if let found = node, found.hasMetadata, !_isLive(found) { node = nil }
+      if counting { _recordLookup(node, counters: counters) }
+      return body(node)
+    }
+  }
+
   /// Frees what a write retired (a value's deinit may run): call without any store lock.
   ///
   /// A large amount (the values a long reader, such as a save, held back, or a generation that
@@ -228,11 +246,7 @@ extension MemoryStore {
       // Hashed once, for the table and for a tracked read.
       let hash = key.hashValue
       _observeRead(.value(hash: hash))
-      return _withCountedReadAccess { view, counters in
-        let node = view.node(forKey: key, hash: hash)
-        _recordLookup(node, counters: counters)
-        return node?.value.pointee
-      }
+      return _withLatestNode(forKey: key, hash: hash) { $0?.value.pointee }
     }
     set {
       if let newValue {
@@ -333,7 +347,7 @@ extension MemoryStore {
   public func contains(_ key: Key) -> Bool {
     let hash = key.hashValue
     _observeRead(.presence(hash: hash))
-    return _withReadAccess { $0.node(forKey: key, hash: hash) != nil }
+    return _withLatestNode(forKey: key, hash: hash, counting: false) { $0 != nil }
   }
 
   /// Reads several keys at one point of the write order.

@@ -52,9 +52,12 @@ struct _ReaderIndicator {
   @usableFromInline var stripeCount: Int { _stripeMask + 1 }
 
   /// Per stripe: readers of even and of odd epochs, then lookups that hit and that missed.
-  @usableFromInline static var countersPerStripe: Int { 4 }
+  @usableFromInline static var countersPerStripe: Int { 5 }
   @usableFromInline static var hitCounter: Int { 2 }
   @usableFromInline static var missCounter: Int { 3 }
+  /// Not a counter: a version its threads' reads have seen published (see
+  /// ``_ConcurrentTable/_latestNode(forKey:hash:counters:)``).
+  @usableFromInline static var knownVersion: Int { 4 }
 
   /// The sum of counter `index` over every stripe; each stripe is read atomically, the sum is
   /// not a snapshot.

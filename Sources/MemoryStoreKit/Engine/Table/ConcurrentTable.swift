@@ -42,20 +42,30 @@ import Synchronization
 /// one to two bucket words.
 @usableFromInline
 final class _ConcurrentTable<Key: Hashable, Value> {
-  // The read side: what readers load, on one cache line.
+  // The read side: what every reader loads, and the writer rarely changes.
 
-  /// The version of the last published write.
-  @usableFromInline let _version: Atomic<UInt64>
   /// The bits of the current generation's table (during growth, the table being grown from).
   @usableFromInline let _root: Atomic<Int>
   /// The reclamation epoch; its parity picks the reader counter a reader announces itself in.
   @usableFromInline let _epoch: Atomic<Int>
+  /// Per-thread counts of the readers of each epoch parity.
+  @usableFromInline let _readers: _ReaderIndicator
+
+  /// Keeps what every write stores (below) off the read side's cache line, so that a write
+  /// does not take that line from the readers of other cores.
+  @usableFromInline let _readSidePadding: _CacheLinePadding = .init()
+
+  // What every write stores: a single-key read loads none of it in the common case (see
+  // ``_latestNode(forKey:hash:counters:)``).
+
+  /// The version of the last published write.
+  @usableFromInline let _version: Atomic<UInt64>
   /// The number of entries at the even and the odd published versions (see ``count``).
   @usableFromInline let _evenCount: Atomic<Int>
   @usableFromInline let _oddCount: Atomic<Int>
 
-  /// Per-thread counts of the readers of each epoch parity.
-  @usableFromInline let _readers: _ReaderIndicator
+  /// Keeps the spare blocks, which threads freeing garbage push, off the version's line.
+  @usableFromInline let _writeSidePadding: _CacheLinePadding = .init()
 
   // Spare node memory: blocks of freed nodes, chained through their first word, that the
   // threads freeing garbage push (outside the lock) and the writer takes all at once, so that
@@ -82,9 +92,9 @@ final class _ConcurrentTable<Key: Hashable, Value> {
   init() {
     let root = _TableHeader.make(
       capacity: Self.minimumCapacity, baseVersion: 0, previousGeneration: nil)
-    _version = Atomic(0)
     _root = Atomic(Int(bitPattern: root))
     _epoch = Atomic(0)
+    _version = Atomic(0)
     _evenCount = Atomic(0)
     _oddCount = Atomic(0)
     _spareNodes = Atomic(0)
@@ -278,6 +288,78 @@ extension _ConcurrentTable {
     return result
   }
 
+  /// Runs `body` as a reader that loads no version: for a read of one key, which takes the
+  /// newest published node of its key (``_latestNode(forKey:hash:counters:)``). `body` gets the
+  /// calling thread's stripe of counters.
+  @inlinable @inline(__always)
+  func withLatestReadSection<R>(_ body: (UnsafeMutablePointer<Atomic<Int>>) -> R) -> R {
+    let counters = _readers.countersForCurrentThread()
+    let parity = _epoch.load(ordering: .relaxed) & 1
+    counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
+    let result = body(counters)
+    counters[parity].wrappingSubtract(1, ordering: .releasing)
+    return result
+  }
+
+  /// The node holding `key`'s value now, or `nil` if the key is absent; call inside
+  /// ``withLatestReadSection(_:)``, with its counters.
+  ///
+  /// A read of one key needs no version to read at, only to tell a published node from a
+  /// staged one: the newest node linked for the key is the newest published one if its
+  /// version is at or below a version known to be published. The stripe keeps the last
+  /// version its threads loaded (``_ReaderIndicator/knownVersion``): versions only grow, so
+  /// any version once published stays a lower bound. Only a node written since then (or a
+  /// generation that `removeAll()` began since then) makes the read load the version, which
+  /// every write stores: so readers on other cores do not pull the version's cache line from
+  /// the writer at every read, and a write does not pull it back from them.
+  ///
+  /// Linearizable as a read at the version published when it loads the key's chain: a write
+  /// whose call returned before has published its node, which is then the key's newest.
+  @inlinable @inline(__always)
+  func _latestNode(
+    forKey key: Key, hash: Int, counters: UnsafeMutablePointer<Atomic<Int>>
+  ) -> _Node<Key, Value>? {
+    let known = UInt64(
+      bitPattern: Int64(counters[_ReaderIndicator.knownVersion].load(ordering: .relaxed)))
+    // Safe: the root is never 0.
+    var table = UnsafeMutablePointer<_TableHeader>(
+      bitPattern: _root.load(ordering: .sequentiallyConsistent)
+    ).unsafelyUnwrapped
+    guard table.pointee.baseVersion <= known else {
+      return _lookup(key, hash: hash, at: _loadVersion(counters))
+    }
+    while true {
+      let head = table.pointee.buckets[hash & table.pointee.mask].load(
+        ordering: .sequentiallyConsistent)
+      if head == _TableHeader.forwarded {
+        // Safe: a forwarded bucket is marked only after `nextTable` is set.
+        table = table.pointee.nextTable.unsafelyUnwrapped
+        continue
+      }
+      var bits = head
+      while let node = _Node<Key, Value>(bits: bits) {
+        if node.key.pointee == key {
+          if node.version <= known { return node.isTombstone ? nil : node }
+          guard let visible = node.resolved(at: _loadVersion(counters)), !visible.isTombstone
+          else { return nil }
+          return visible
+        }
+        bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
+      }
+      return nil
+    }
+  }
+
+  /// Loads the published version for a reader, and keeps it in the reader's stripe as the
+  /// version its later reads know to be published.
+  @inlinable @inline(never)
+  func _loadVersion(_ counters: UnsafeMutablePointer<Atomic<Int>>) -> UInt64 {
+    let version = _version.load(ordering: .sequentiallyConsistent)
+    counters[_ReaderIndicator.knownVersion].store(
+      Int(Int64(bitPattern: version)), ordering: .relaxed)
+    return version
+  }
+
   /// The value of `key` at `version`; call inside ``withReadSection(_:)``.
   @inlinable @inline(__always)
   func _value(forKey key: Key, hash: Int, at version: UInt64) -> Value? {
@@ -423,4 +505,12 @@ extension _ConcurrentTable {
   var _writerCountHint: Int {
     Swift.max(_evenCount.load(ordering: .relaxed), _oddCount.load(ordering: .relaxed))
   }
+}
+
+/// A cache line's worth of nothing, between fields that different cores write.
+@usableFromInline
+struct _CacheLinePadding {
+  @usableFromInline let _bytes: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
+
+  @inlinable init() {}
 }
