@@ -81,6 +81,53 @@ extension StoreContractTests {
       #expect(Workload.position(of: [0: 1, 1: 1], keyCount: 3) == nil)
     }
 
+    /// A read of one key takes its key's newest node without loading the version when the
+    /// node is older than a version its thread saw published: a node staged by a batch not yet
+    /// published must never pass. Single-key reads, one after another, of keys that every
+    /// batch writes together must then never go back a generation: once a read returned
+    /// generation *g*, the batch of *g* was published, and every later read sees it.
+    @Test(arguments: [false, true])
+    func readsOfOneKeyAtATimeNeverSeeABatchBeforeItIsPublished(timed: Bool) throws {
+      let store = MemoryStore<Int, Int>()
+      if timed { store.defaultTimeToLive = .seconds(3_600) }
+      let keys = Array(0..<64)
+      store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, 0) }))
+      let generations = 2_000
+      let writing = Locked(true)
+      let results: [(reads: Int, violations: [String])]? = runOnThreads(3) { thread in
+        guard thread > 0 else {
+          for generation in 1...generations {
+            store.addEntries(Dictionary(uniqueKeysWithValues: keys.map { ($0, generation) }))
+          }
+          writing.withLock { $0 = false }
+          return (0, [])
+        }
+        var reads = 0
+        var violations: [String] = []
+        var order = keys
+        var random = SplitMix64(seed: UInt64(thread))
+        repeat {
+          order.shuffle(using: &random)
+          var highest = 0
+          var highestKey = -1
+          for key in order {
+            let generation = store[key] ?? -1
+            reads += 1
+            if generation < highest && violations.count < 5 {
+              violations.append(
+                "key \(highestKey) read \(highest), then key \(key) read \(generation)")
+            }
+            if generation > highest { (highest, highestKey) = (generation, key) }
+          }
+        } while writing.withLock({ $0 })
+        return (reads, violations)
+      }
+      let threads = try #require(results, "the threads did not finish in time")
+      #expect(threads.flatMap(\.violations) == [])
+      #expect(threads.dropFirst().allSatisfy { $0.reads >= keys.count })
+      #expect(store.values(forKeys: keys).values.allSatisfy { $0 == generations })
+    }
+
     @Test func countMatchesAllItemsOnceTheThreadsAreDone() throws {
       let store = MemoryStore<Int, Int>()
       let finished: [Void]? = runOnThreads(8) { thread in
