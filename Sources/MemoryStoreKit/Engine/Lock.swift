@@ -30,7 +30,8 @@ struct _Lock {
   #endif
 
   @usableFromInline let _primitive: UnsafeMutablePointer<Primitive>
-  /// The number of threads blocked in ``lock()`` (it is counted only when the lock is taken).
+  /// The number of threads waiting in ``lock()``, awake or asleep (counted only when the lock
+  /// is taken).
   @usableFromInline let _waiting: UnsafeMutablePointer<Atomic<Int>>
 
   @usableFromInline
@@ -69,10 +70,12 @@ struct _Lock {
     // waiter and the owner, who must wake it, microseconds: wait awake first, reading the
     // lock's word (not trying to take it, which would pull its line away from the owner at
     // every try), about as long as a long write holds the lock.
-    for _ in 0..<Self._spinLimit {
-      if !_looksHeld && tryLock() { return }
-    }
+    // Counted from the start, so that chunked work lets a thread waiting awake go first too.
     _waiting.pointee.wrappingAdd(1, ordering: .relaxed)
+    for _ in 0..<Self._spinLimit where !_looksHeld && tryLock() {
+      _waiting.pointee.wrappingSubtract(1, ordering: .relaxed)
+      return
+    }
     #if canImport(Darwin)
       os_unfair_lock_lock(_primitive)
     #else
@@ -81,8 +84,16 @@ struct _Lock {
     _waiting.pointee.wrappingSubtract(1, ordering: .relaxed)
   }
 
-  /// How many times a contended ``lock()`` looks at the lock before it sleeps.
-  @usableFromInline static var _spinLimit: Int { 40_000 }
+  /// How many times a contended ``lock()`` looks at the lock before it sleeps: on Linux, a
+  /// relaxed read of its word, about as long as a long write; elsewhere, where each look is a
+  /// try to take it, far fewer.
+  @usableFromInline static var _spinLimit: Int {
+    #if canImport(Glibc)
+      40_000
+    #else
+      1_000
+    #endif
+  }
 
   /// Whether the lock looks held (a relaxed read of its word, where the platform has one to
   /// read): a hint for a thread that waits awake.
