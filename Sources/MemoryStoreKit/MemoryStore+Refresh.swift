@@ -82,11 +82,8 @@ extension MemoryStore {
 
   /// ``_read(refreshing:)`` of a store that refreshes.
   func _readDue(_ key: Key) -> (value: Value, due: _DueEntry?)? {
-    let found = _withCountedReadAccess { view, counters -> (Value, UInt64, Int64)? in
-      let node = view.node(forKey: key)
-      _recordLookup(node, counters: counters)
-      guard let node else { return nil }
-      return (node.value.pointee, node.version, node.writtenAt)
+    let found = _withLatestNode(forKey: key, hash: key.hashValue) { node in
+      node.map { ($0.value.pointee, $0.version, $0.writtenAt) }
     }
     guard let (value, version, writtenAt) = found else { return nil }
     let lifetime = _signals.refreshLifetime.load(ordering: .relaxed)
