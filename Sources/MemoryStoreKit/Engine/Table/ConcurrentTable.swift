@@ -322,32 +322,18 @@ extension _ConcurrentTable {
     let known = UInt64(
       bitPattern: Int64(counters[_ReaderIndicator.knownVersion].load(ordering: .relaxed)))
     // Safe: the root is never 0.
-    var table = UnsafeMutablePointer<_TableHeader>(
+    let table = UnsafeMutablePointer<_TableHeader>(
       bitPattern: _root.load(ordering: .sequentiallyConsistent)
     ).unsafelyUnwrapped
     guard table.pointee.baseVersion <= known else {
       return _lookup(key, hash: hash, at: _loadVersion(counters))
     }
-    while true {
-      let head = table.pointee.buckets[hash & table.pointee.mask].load(
-        ordering: .sequentiallyConsistent)
-      if head == _TableHeader.forwarded {
-        // Safe: a forwarded bucket is marked only after `nextTable` is set.
-        table = table.pointee.nextTable.unsafelyUnwrapped
-        continue
-      }
-      var bits = head
-      while let node = _Node<Key, Value>(bits: bits) {
-        if node.key.pointee == key {
-          if node.version <= known { return node.isTombstone ? nil : node }
-          guard let visible = node.resolved(at: _loadVersion(counters)), !visible.isTombstone
-          else { return nil }
-          return visible
-        }
-        bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
-      }
+    guard let node = _newestNode(key, hash: hash, in: table) else { return nil }
+    if node.version <= known { return node.isTombstone ? nil : node }
+    guard let visible = node.resolved(at: _loadVersion(counters)), !visible.isTombstone else {
       return nil
     }
+    return visible
   }
 
   /// Loads the published version for a reader, and keeps it in the reader's stripe as the
@@ -370,7 +356,19 @@ extension _ConcurrentTable {
   /// The node holding `key`'s value at `version`, or `nil` if the key was absent then.
   @inlinable @inline(__always)
   func _lookup(_ key: Key, hash: Int, at version: UInt64) -> _Node<Key, Value>? {
-    var table = _table(at: version)
+    guard let node = _newestNode(key, hash: hash, in: _table(at: version)),
+      let visible = node.resolved(at: version), !visible.isTombstone
+    else { return nil }
+    return visible
+  }
+
+  /// The newest node linked for `key` in `table` (following forwarded buckets), published or
+  /// staged, a value or a tombstone; `nil` if none.
+  @inlinable @inline(__always)
+  func _newestNode(
+    _ key: Key, hash: Int, in table: UnsafeMutablePointer<_TableHeader>
+  ) -> _Node<Key, Value>? {
+    var table = table
     while true {
       let head = table.pointee.buckets[hash & table.pointee.mask].load(
         ordering: .sequentiallyConsistent)
@@ -381,12 +379,7 @@ extension _ConcurrentTable {
       }
       var bits = head
       while let node = _Node<Key, Value>(bits: bits) {
-        if node.key.pointee == key {
-          guard let visible = node.resolved(at: version), !visible.isTombstone else {
-            return nil
-          }
-          return visible
-        }
+        if node.key.pointee == key { return node }
         bits = node.next.pointee.load(ordering: .sequentiallyConsistent)
       }
       return nil
