@@ -102,8 +102,9 @@ struct _Lock {
     #if canImport(Glibc)
       // The word is glibc's `__data.__lock`, at offset 0, which glibc changes only
       // atomically: read atomically, it is a hint, never a decision (`tryLock` decides).
-      UnsafeMutableRawPointer(_primitive).assumingMemoryBound(to: Atomic<Int32>.self).pointee
-        .load(ordering: .relaxed) != 0
+      UnsafeMutableRawPointer(_primitive).withMemoryRebound(to: Atomic<Int32>.self, capacity: 1) {
+        $0.pointee.load(ordering: .relaxed) != 0
+      }
     #else
       false
     #endif
