@@ -51,7 +51,8 @@ struct _ReaderIndicator {
 
   @usableFromInline var stripeCount: Int { _stripeMask + 1 }
 
-  /// Per stripe: readers of even and of odd epochs, then lookups that hit and that missed.
+  /// Per stripe: readers of even and of odd epochs, lookups that hit and that missed, then a
+  /// version known to be published.
   @usableFromInline static var countersPerStripe: Int { 5 }
   @usableFromInline static var hitCounter: Int { 2 }
   @usableFromInline static var missCounter: Int { 3 }

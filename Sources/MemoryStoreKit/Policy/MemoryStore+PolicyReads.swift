@@ -43,23 +43,12 @@ extension MemoryStore {
   }
 
   /// Whether `node`, an entry with metadata that a read of one key found, has not expired by
-  /// now: its deadline is later than the coarse clock's upper bound (no clock read), or than
-  /// the clock. A read compares its node's own deadline, so it needs none of the store's
-  /// signals; it never waits and never removes anything.
+  /// now: its own deadline judged as a read judges the earliest one
+  /// (``_expiryCutoff(early:late:)``), so it needs none of the store's signals.
   @inlinable @inline(__always)
   func _isLive(_ node: _Node<Key, Value>) -> Bool {
     let deadline = node.deadline
-    guard deadline != .max else { return true }
-    if _clock.coarseOffset != 0 && _SystemClock.coarse &+ _clock.coarseOffset < deadline {
-      return true
-    }
-    return _isLive(deadline: deadline)
-  }
-
-  /// ``_isLive(_:)`` once the clock must be read: out of line.
-  @inlinable @inline(never)
-  func _isLive(deadline: Int64) -> Bool {
-    _clockNanos() < deadline
+    return deadline > _expiryCutoff(early: deadline, late: deadline)
   }
 
   /// What a read at `version`, inside a read section, sees: the table at that version, less

@@ -256,15 +256,23 @@ extension _ConcurrentTable {
   /// leave with.
   @usableFromInline
   func enterReadSection() -> (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
+    let token = _announceReader()
+    return (_version.load(ordering: .sequentiallyConsistent), token)
+  }
+
+  @inlinable @inline(__always)
+  func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
+    token.0[token.1].wrappingSubtract(1, ordering: .releasing)
+  }
+
+  /// Counts the calling thread as a reader of the current epoch, in its own stripe; returns
+  /// the stripe's counters and the parity counted, for ``leaveReadSection(_:)``.
+  @inlinable @inline(__always)
+  func _announceReader() -> (UnsafeMutablePointer<Atomic<Int>>, Int) {
     let counters = _readers.countersForCurrentThread()
     let parity = _epoch.load(ordering: .relaxed) & 1
     counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
-    return (_version.load(ordering: .sequentiallyConsistent), (counters, parity))
-  }
-
-  @usableFromInline
-  func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
-    token.0[token.1].wrappingSubtract(1, ordering: .releasing)
+    return (counters, parity)
   }
 
   /// ``withReadSection(_:)``, also giving `body` the calling thread's stripe of counters
@@ -279,25 +287,20 @@ extension _ConcurrentTable {
   func withCountedReadSection<R>(
     _ body: (UInt64, UnsafeMutablePointer<Atomic<Int>>) -> R
   ) -> R {
-    let counters = _readers.countersForCurrentThread()
-    let parity = _epoch.load(ordering: .relaxed) & 1
-    counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
-    let version = _version.load(ordering: .sequentiallyConsistent)
-    let result = body(version, counters)
-    counters[parity].wrappingSubtract(1, ordering: .releasing)
-    return result
+    withLatestReadSection { counters in
+      body(_version.load(ordering: .sequentiallyConsistent), counters)
+    }
   }
 
-  /// Runs `body` as a reader that loads no version: for a read of one key, which takes the
-  /// newest published node of its key (``_latestNode(forKey:hash:counters:)``). `body` gets the
-  /// calling thread's stripe of counters.
+  /// Runs `body` as a reader, announced in the calling thread's stripe of counters (which
+  /// `body` gets), without loading a version: what every read section is, and by itself the
+  /// section of a read of one key, which takes the newest published node of its key
+  /// (``_latestNode(forKey:hash:counters:)``).
   @inlinable @inline(__always)
   func withLatestReadSection<R>(_ body: (UnsafeMutablePointer<Atomic<Int>>) -> R) -> R {
-    let counters = _readers.countersForCurrentThread()
-    let parity = _epoch.load(ordering: .relaxed) & 1
-    counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
-    let result = body(counters)
-    counters[parity].wrappingSubtract(1, ordering: .releasing)
+    let token = _announceReader()
+    let result = body(token.0)
+    leaveReadSection(token)
     return result
   }
 
