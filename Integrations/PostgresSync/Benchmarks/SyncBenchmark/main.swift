@@ -6,6 +6,7 @@
 // 4. a warm start of 100 000 entries from the shared table, and the memory it takes.
 //
 //     swift run -c release SyncBenchmark
+//     swift run -c release SyncBenchmark --costs    # parts 2 and 3 alone, for a profiler
 //
 // It uses the server DATABASE_URL names, if set (its tables named bench_… stay there);
 // otherwise it starts a throw-away server with Scripts/postgres-test-server and stops it at the
@@ -61,7 +62,7 @@ enum SyncBenchmark {
     }
     let status: Int32
     do {
-      try await run(server)
+      try await run(server, costsOnly: arguments.first == "--costs")
       status = 0
     } catch {
       complain("the benchmark failed: \(error)")
@@ -71,7 +72,9 @@ enum SyncBenchmark {
     return status
   }
 
-  static func run(_ server: BenchmarkServer) async throws {
+  /// Runs the benchmark against `server`: every part, or with `costsOnly` the cost of a write
+  /// and of a read alone (parts 2 and 3), for a profiler.
+  static func run(_ server: BenchmarkServer, costsOnly: Bool) async throws {
     #if DEBUG
       let build = "debug"
     #else
@@ -84,8 +87,11 @@ enum SyncBenchmark {
     let started = monotonicNanoseconds()
 
     // 1. Invalidation latency between two instances.
-    let latencies = try await InvalidationLatency.measure(
-      endpoint: endpoint, rates: [1_000, 10_000], seconds: 5)
+    let latencies =
+      costsOnly
+      ? []
+      : try await InvalidationLatency.measure(
+        endpoint: endpoint, rates: [1_000, 10_000], seconds: 5)
     for result in latencies {
       let rate = "\(result.targetRate)/s"
       table.add("latency p50 @ \(rate)", milliseconds(result.p50), "ms")
@@ -124,6 +130,12 @@ enum SyncBenchmark {
           "read \(cost.mode) / plain", format(cost.readNanoseconds / plain.readNanoseconds, 3),
           "×")
       }
+    }
+
+    guard !costsOnly else {
+      say()
+      table.print()
+      return
     }
 
     // 4. A warm start of 100 000 entries.
