@@ -215,4 +215,19 @@ import Testing
       #expect(stored[key] == value, "\(key)")
     }
   }
+
+  @Test func aTakeLeavesRoomForAsManyChangesAsThePreviousOneTook() {
+    let store = MemoryStore<String, Int>()
+    let feed = store.openLocalChangeFeed()
+    for round in 0..<2 {
+      for index in 0..<1_000 { store["k\(index)"] = round }
+      #expect(feed.take().count == 1_000)
+    }
+    // The next changes append to a buffer made before the take locked, with room for as many
+    // as the previous take took.
+    let room = store._writer.withLock { $0.changes.localChanges.capacity }
+    #expect(room >= 1_000)
+    store["after"] = 1
+    #expect(feed.take() == [.updated("after", 1)])
+  }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The local changes of a store, in the order they were committed, for something that keeps
 /// other instances coherent with this one: a bus, a replicator, a write-behind to a database.
 ///
@@ -138,6 +140,8 @@ final class _FeedSignal: Sendable {
   }
 
   let state = _Protected(State())
+  /// How many changes the previous take took: the room the next take leaves.
+  let lastTaken = Atomic<Int>(0)
 
   /// Resumes the waiting task, or lets the next wait return at once.
   func signal() {

@@ -37,14 +37,14 @@ extension MemoryStore {
   /// Swaps the local changes out, if `signal`'s feed is the open one.
   func _takeLocalChanges(for signal: _FeedSignal) -> [LocalChange<Key, Value>] {
     guard _feedSignal.withLock({ $0 === signal }) else { return [] }
-    return _writer.withLock { state in
-      let taken = state.changes.localChanges
-      // As many as were taken, so that the next changes append without regrowing: a feed is
-      // taken at a steady pace.
-      state.changes.localChanges = []
-      state.changes.localChanges.reserveCapacity(taken.count)
-      return taken
-    }
+    // Room for as many changes as the previous take took, so that the next ones append
+    // without regrowing (a feed is taken at a steady pace); allocated before locking, so that
+    // writers never wait for an allocation.
+    var taken: [LocalChange<Key, Value>] = []
+    taken.reserveCapacity(signal.lastTaken.load(ordering: .relaxed))
+    _writer.withLock { state in swap(&state.changes.localChanges, &taken) }
+    signal.lastTaken.store(taken.count, ordering: .relaxed)
+    return taken
   }
 
   /// Closes `signal`'s feed, if it is the open one: writes stop keeping local changes.
