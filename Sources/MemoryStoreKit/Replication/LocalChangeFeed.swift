@@ -38,6 +38,8 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
 
   let _store: _Protected<_WeakStore>
   let _signal: _FeedSignal
+  /// How many changes the previous take took: the room the next take leaves.
+  let _lastTaken = Atomic<Int>(0)
 
   struct _WeakStore: Sendable {
     weak var store: MemoryStore<Key, Value>?
@@ -58,7 +60,10 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
   /// - Complexity: O(1): a swap under the store's write lock.
   public func take() -> [LocalChange<Key, Value>] {
     guard let store = _store.withLock({ $0.store }) else { return [] }
-    return store._takeLocalChanges(for: _signal)
+    let taken = store._takeLocalChanges(
+      for: _signal, leavingRoomFor: _lastTaken.load(ordering: .relaxed))
+    _lastTaken.store(taken.count, ordering: .relaxed)
+    return taken
   }
 
   /// Closes the feed: the store stops keeping local changes and drops those not taken, and an
@@ -140,8 +145,6 @@ final class _FeedSignal: Sendable {
   }
 
   let state = _Protected(State())
-  /// How many changes the previous take took: the room the next take leaves.
-  let lastTaken = Atomic<Int>(0)
 
   /// Resumes the waiting task, or lets the next wait return at once.
   func signal() {

@@ -34,16 +34,17 @@ extension MemoryStore {
     return LocalChangeFeed(store: self, signal: signal)
   }
 
-  /// Swaps the local changes out, if `signal`'s feed is the open one.
-  func _takeLocalChanges(for signal: _FeedSignal) -> [LocalChange<Key, Value>] {
+  /// Swaps the local changes out, if `signal`'s feed is the open one, leaving room for `room`
+  /// changes (as many as the previous take took, so that the next ones append without
+  /// regrowing: a feed is taken at a steady pace), allocated before locking, so that writers
+  /// never wait for an allocation.
+  func _takeLocalChanges(for signal: _FeedSignal, leavingRoomFor room: Int)
+    -> [LocalChange<Key, Value>]
+  {
     guard _feedSignal.withLock({ $0 === signal }) else { return [] }
-    // Room for as many changes as the previous take took, so that the next ones append
-    // without regrowing (a feed is taken at a steady pace); allocated before locking, so that
-    // writers never wait for an allocation.
     var taken: [LocalChange<Key, Value>] = []
-    taken.reserveCapacity(signal.lastTaken.load(ordering: .relaxed))
+    taken.reserveCapacity(room)
     _writer.withLock { state in swap(&state.changes.localChanges, &taken) }
-    signal.lastTaken.store(taken.count, ordering: .relaxed)
     return taken
   }
 
