@@ -42,7 +42,7 @@ final class AsyncSignal: Sendable {
 
 /// Runs `operation`, and throws `timeoutError` if it has not finished after `limit` (then
 /// cancels it, and waits for it to end: for operations that end when cancelled; see
-/// ``withDeadline(_:orThrow:onTimeout:_:)`` for those that may not).
+/// ``withDeadline(_:orThrow:endsWhenCancelled:onTimeout:_:)`` for those that may not).
 func withTimeout<Result: Sendable>(
   _ limit: Duration, orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
   _ operation: @escaping @Sendable () async throws -> Result
@@ -67,9 +67,11 @@ func withTimeout<Result: Sendable>(
 /// operation to end: it is left to finish on its own. For work on the database, where a
 /// connection that died at the wrong moment may leave a query that never completes.
 ///
-/// Cancelling the caller cancels the operation; the wait still ends by `limit`.
+/// Cancelling the caller cancels the operation; the wait still ends by `limit`, or at once
+/// (throwing `CancellationError`) if `endsWhenCancelled`.
 func withDeadline<Result: Sendable>(
   _ limit: Duration, orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
+  endsWhenCancelled: Bool = false,
   onTimeout: @escaping @Sendable () -> Void = {},
   _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
@@ -92,6 +94,7 @@ func withDeadline<Result: Sendable>(
     try await race.outcome()
   } onCancel: {
     work.cancel()
+    if endsWhenCancelled { race.finish(.failure(CancellationError())) }
   }
 }
 

@@ -18,6 +18,7 @@ package struct ListenerError: Error, CustomStringConvertible {
       case connectionClosed
       case keepAliveFailed
       case keepAliveTimedOut
+      case listenTimedOut
     }
 
     private let base: Base
@@ -42,6 +43,9 @@ package struct ListenerError: Error, CustomStringConvertible {
     /// The keep-alive query had no answer within the configured timeout: the server or the path
     /// to it is stuck, and the listener closed the connection.
     package static let keepAliveTimedOut = Code(.keepAliveTimedOut)
+    /// `LISTEN` (or the query that follows it) had no answer within the keep-alive timeout on
+    /// a fresh connection, and the listener closed the connection to try again.
+    package static let listenTimedOut = Code(.listenTimedOut)
 
     /// The code's name, as in `"connectionClosed"`.
     package var description: String {
@@ -50,6 +54,7 @@ package struct ListenerError: Error, CustomStringConvertible {
       case .connectionClosed: "connectionClosed"
       case .keepAliveFailed: "keepAliveFailed"
       case .keepAliveTimedOut: "keepAliveTimedOut"
+      case .listenTimedOut: "listenTimedOut"
       }
     }
   }
@@ -98,6 +103,10 @@ package struct ListenerError: Error, CustomStringConvertible {
       text = "the connection listening on channel \"\(channel)\"\(backend) was closed"
     case .keepAliveFailed:
       text = "the keep-alive query of the connection listening on \"\(channel)\"\(backend) failed"
+    case .listenTimedOut:
+      text =
+        "LISTEN on channel \"\(channel)\" had no answer in time on a new connection; "
+        + "the connection was closed"
     default:
       text =
         "the keep-alive query of the connection listening on \"\(channel)\"\(backend) "

@@ -17,6 +17,12 @@ import Synchronization
 // every `keepAliveInterval` that must answer within `keepAliveTimeout`: the only way to notice
 // a peer that is gone without closing the socket, such as a frozen server or a cut network).
 //
+// No wait on a query is unbounded: `LISTEN` and each keep-alive must answer within
+// `keepAliveTimeout`, and the listener never waits for a query past its bound or past the
+// run's cancellation. A query that the connection's loss catches in flight may never
+// complete, even once the connection is closed; a task group waiting for it would keep the
+// loss from being reported, and the store from being flushed, for good.
+//
 // Notifications arrive on postgres-nio's event loop, through `addListener`, the API that hands
 // over the sender's backend PID (`listen(on:)`'s `PostgresNotification` carries only the
 // payload). A `DeliveryGate` per connection orders them against `.listening` and
@@ -308,7 +314,17 @@ package final class NotificationListener: Sendable {
       configuration: configuration.connection, id: id, logger: logger)
     do {
       try await withTaskCancellationHandler {
-        let backendPID = try await listen(on: connection, gate: gate, logger: logger)
+        // Bounded, and not waiting for the queries past the bound: a query that the
+        // connection's loss catches in flight may never complete.
+        let channel = channel
+        let backendPID = try await withDeadline(
+          configuration.keepAliveTimeout,
+          orThrow: ListenerError(code: .listenTimedOut, channel: channel),
+          endsWhenCancelled: true,
+          onTimeout: { connection.closeSoon() }
+        ) { [self] in
+          try await listen(on: connection, gate: gate, logger: logger)
+        }
         gate.open(backendPID: backendPID)
         onListening(backendPID)
         try await watch(connection, backendPID: backendPID, logger: logger)
@@ -385,8 +401,7 @@ package final class NotificationListener: Sendable {
   }
 
   /// Runs `SELECT 1`; throws when it fails or has no answer within `timeout` (recording the
-  /// cause and closing the connection then, which fails the hanging query so that the group
-  /// can end).
+  /// cause and closing the connection then).
   private static func ping(
     _ connection: PostgresConnection,
     timeout: Duration,
@@ -395,30 +410,40 @@ package final class NotificationListener: Sendable {
     cause: LossCause,
     logger: Logger
   ) async throws {
-    try await withThrowingTaskGroup(of: Bool.self) { group in
-      group.addTask {
-        do {
-          for try await _ in try await connection.query("SELECT 1", logger: logger) {}
-        } catch {
-          throw ListenerError(
-            code: .keepAliveFailed, channel: channel, backendPID: backendPID, underlying: error)
-        }
-        return true
+    try await keepAlive(
+      within: timeout, channel: channel, backendPID: backendPID, cause: cause,
+      close: { connection.closeSoon() },
+      query: { for try await _ in try await connection.query("SELECT 1", logger: logger) {} })
+  }
+
+  /// Runs `query`, a keep-alive; throws ``ListenerError/Code/keepAliveFailed`` when it fails,
+  /// or ``ListenerError/Code/keepAliveTimedOut`` once `timeout` has passed, recording that
+  /// cause and calling `close` first; throws `CancellationError` as soon as the calling task is
+  /// cancelled. It does not wait for a query that ran out of time or was cancelled: one that
+  /// the connection's loss catches in flight may never complete, even once the connection is
+  /// closed, and waiting for it would keep the loss from being reported.
+  static func keepAlive(
+    within timeout: Duration,
+    channel: String,
+    backendPID: Int32,
+    cause: LossCause,
+    close: @escaping @Sendable () -> Void,
+    query: @escaping @Sendable () async throws -> Void
+  ) async throws {
+    let timedOut = ListenerError(code: .keepAliveTimedOut, channel: channel, backendPID: backendPID)
+    let onTimeout: @Sendable () -> Void = {
+      cause.record(timedOut)
+      close()
+    }
+    try await withDeadline(
+      timeout, orThrow: timedOut, endsWhenCancelled: true, onTimeout: onTimeout
+    ) {
+      do {
+        try await query()
+      } catch {
+        throw ListenerError(
+          code: .keepAliveFailed, channel: channel, backendPID: backendPID, underlying: error)
       }
-      group.addTask {
-        try await Task.sleep(for: timeout)
-        return false
-      }
-      // A throwing child makes next() throw; leaving the group then cancels the timer.
-      let answered = try await group.next() ?? false
-      if !answered {
-        let error = ListenerError(
-          code: .keepAliveTimedOut, channel: channel, backendPID: backendPID)
-        cause.record(error)
-        connection.closeSoon()
-        throw error
-      }
-      group.cancelAll()
     }
   }
 }
@@ -432,7 +457,7 @@ extension PostgresConnection {
 }
 
 /// The first known reason a connection was given up, when the listener gave it up itself.
-private final class LossCause: Sendable {
+final class LossCause: Sendable {
   private let error = Locked<ListenerError?>(nil)
 
   /// The recorded reason, if any.

@@ -455,4 +455,50 @@ func waitForBlockedQuery(on database: TestDatabase, table: String) async throws 
       }
     }
   }
+
+  /// A keep-alive query that the connection's loss catches in flight may never complete, even
+  /// once the connection is closed: the listener still gives the connection up at the
+  /// keep-alive's timeout, closing it and recording why, and reports the loss.
+  @Test func aKeepAliveWhoseQueryNeverEndsGivesUpAtItsTimeout() async throws {
+    let closed = Atomic<Bool>(false)
+    let cause = LossCause()
+    let start = ContinuousClock.now
+    let error = await #expect(throws: ListenerError.self) {
+      try await NotificationListener.keepAlive(
+        within: .milliseconds(100), channel: "c", backendPID: 7, cause: cause,
+        close: { closed.store(true, ordering: .relaxed) }, query: Self.neverEnding)
+    }
+    let took = ContinuousClock.now - start
+    #expect(error?.code == .keepAliveTimedOut)
+    #expect(cause.recorded?.code == .keepAliveTimedOut, "the cause is recorded")
+    let wasClosed = closed.load(ordering: .relaxed)
+    #expect(wasClosed, "the connection is closed")
+    #expect(took < .seconds(10), "gave up after \(took)")
+  }
+
+  /// Stopping the listener while a keep-alive query hangs: the keep-alive ends at once, without
+  /// waiting for the query or for its timeout.
+  @Test func aKeepAliveEndsWhenItsTaskIsCancelledWithoutWaitingForItsQuery() async throws {
+    let started = AsyncSignal()
+    let keepAlive = Task {
+      try await NotificationListener.keepAlive(
+        within: .seconds(3_600), channel: "c", backendPID: 7, cause: LossCause(), close: {}
+      ) {
+        started.signal()
+        await Self.neverEnding()
+      }
+    }
+    await started.wait()
+    keepAlive.cancel()
+    let outcome = try await withTimeout(.seconds(30), orThrow: WaitTimedOut(what: "the end")) {
+      await keepAlive.result
+    }
+    #expect(throws: CancellationError.self) { try outcome.get() }
+  }
+
+  /// An operation that never ends and ignores cancellation, as a query the server's loss left
+  /// behind may.
+  @Sendable static func neverEnding() async {
+    await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+  }
 }

@@ -117,7 +117,12 @@ func withInstances(
     for instance in instances { try await instance.waitUntilReady() }
     try await body(instances)
   } catch {
-    try await stop(instances)
+    // The body's failure is the one reported; a stop that fails too is recorded beside it.
+    do {
+      try await stop(instances)
+    } catch let stopError {
+      Issue.record(stopError, "after the test failed with \(error)")
+    }
     throw error
   }
   try await stop(instances)
