@@ -10,7 +10,9 @@ let package = Package(
     .library(name: "MemoryStore", targets: ["MemoryStoreKit"]),
   ],
   targets: [
-    .target(name: "MemoryStoreKit"),
+    .target(name: "MemoryStoreKit", dependencies: ["_MemoryStoreShims"]),
+    // What Swift cannot call: `membarrier`, a variadic system call (see `_Lock`).
+    .target(name: "_MemoryStoreShims"),
     .testTarget(
       name: "MemoryStoreTests",
       dependencies: ["MemoryStoreKit"],
@@ -55,7 +57,7 @@ let package = Package(
   swiftLanguageModes: [.v6]
 )
 
-for target in package.targets {
+for target in package.targets where target.name != "_MemoryStoreShims" {
   var settings = target.swiftSettings ?? []
   settings.append(.enableUpcomingFeature("ExistentialAny"))
   settings.append(.enableUpcomingFeature("MemberImportVisibility"))

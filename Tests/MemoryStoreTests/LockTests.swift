@@ -42,6 +42,28 @@ import Testing
     #expect(guarded.count == threads * rounds)
   }
 
+  /// Holds about as long as a waiter spins, so that waiters often go to sleep just as the lock
+  /// is released: where sleeps have no time limit (Linux with `membarrier`), a wake-up missed
+  /// there would leave a thread asleep for good, and the threads would not finish.
+  @Test func wakeUpsAreNotMissedWhenUnlocksMeetSleepers() {
+    let guarded = Guarded()
+    let threads = 4
+    let rounds = 2_000
+    let finished: [Void]? = runOnThreads(threads, timeout: 60) { thread in
+      var random = SystemRandomNumberGenerator()
+      for _ in 0..<rounds {
+        let held = Duration.microseconds(Int.random(in: 0...80, using: &random))
+        guarded.lock.withLock {
+          let start = ContinuousClock.now
+          while ContinuousClock.now - start < held {}
+          guarded.count += 1
+        }
+      }
+    }
+    #expect(finished != nil, "a thread was never woken")
+    #expect(guarded.lock.withLock { guarded.count } == threads * rounds)
+  }
+
   @Test func aSleepingWaiterIsWokenByTheUnlock() {
     let guarded = Guarded()
     guarded.lock.lock()
@@ -58,7 +80,15 @@ import Testing
       sched_yield()
     }
     #expect(guarded.lock._waiting.pointee.load(ordering: .relaxed) == 1)
-    Thread.sleep(forTimeInterval: 0.05)
+    #if canImport(Darwin)
+      Thread.sleep(forTimeInterval: 0.05)
+    #else
+      // Until it has counted itself among the sleepers: it sleeps, or is about to.
+      while guarded.lock._sleepers.pointee.load(ordering: .relaxed) == 0 && Date() < counted {
+        sched_yield()
+      }
+      #expect(guarded.lock._sleepers.pointee.load(ordering: .relaxed) == 1)
+    #endif
     guarded.lock.unlock()
     #expect(waiter.wait(until: Date(timeIntervalSinceNow: 10)))
     #expect(guarded.lock.withLock { guarded.count } == 1)
