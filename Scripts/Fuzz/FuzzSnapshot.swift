@@ -1,9 +1,11 @@
 // libFuzzer target over snapshot decoding, compiled in one module with the library's sources
 // so that it reaches the internal entry points (Scripts/reliability fuzz builds and runs it):
 //
+//     clang -O2 -c Sources/_MemoryStoreShims/*.c -I Sources/_MemoryStoreShims/include -o shims.o
 //     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name MemoryStoreFuzz \
-//       -package-name MemoryStore \
-//       $(find Sources/MemoryStoreKit -name '*.swift') Scripts/Fuzz/FuzzSnapshot.swift -o fuzz
+//       -package-name MemoryStore -I Sources/_MemoryStoreShims/include \
+//       $(find Sources/MemoryStoreKit -name '*.swift') Scripts/Fuzz/FuzzSnapshot.swift shims.o \
+//       -o fuzz
 //     MEMORYSTORE_FUZZ=file   ./fuzz corpus-work seeds   # the small fixtures of
 //                                                  # Tests/MemoryStoreTests/Fixtures/Hostile
 //     MEMORYSTORE_FUZZ=binary ./fuzz corpus-work Scripts/Fuzz/corpus/binary
