@@ -369,7 +369,9 @@ package final class NotificationListener: Sendable {
     logger: Logger
   ) async throws {
     let channel = channel
-    let keepAlive = configuration.keepAliveInterval.map { ($0, configuration.keepAliveTimeout) }
+    let keepAliveTiming = configuration.keepAliveInterval.map {
+      ($0, configuration.keepAliveTimeout)
+    }
     // A keep-alive that gives up closes the connection, and the close future may then finish
     // first: the cause is recorded before the close so that the loss reports it.
     let cause = LossCause()
@@ -379,13 +381,16 @@ package final class NotificationListener: Sendable {
         throw cause.recorded
           ?? ListenerError(code: .connectionClosed, channel: channel, backendPID: backendPID)
       }
-      if case (let interval, let timeout)? = keepAlive {
+      if case (let interval, let timeout)? = keepAliveTiming {
         group.addTask {
           while true {
             try await Task.sleep(for: interval)
-            try await Self.ping(
-              connection, timeout: timeout, channel: channel, backendPID: backendPID,
-              cause: cause, logger: logger)
+            try await Self.keepAlive(
+              within: timeout, channel: channel, backendPID: backendPID, cause: cause,
+              close: { connection.closeSoon() },
+              query: {
+                for try await _ in try await connection.query("SELECT 1", logger: logger) {}
+              })
           }
         }
       }
@@ -400,25 +405,10 @@ package final class NotificationListener: Sendable {
     }
   }
 
-  /// Runs `SELECT 1`; throws when it fails or has no answer within `timeout` (recording the
-  /// cause and closing the connection then).
-  private static func ping(
-    _ connection: PostgresConnection,
-    timeout: Duration,
-    channel: String,
-    backendPID: Int32,
-    cause: LossCause,
-    logger: Logger
-  ) async throws {
-    try await keepAlive(
-      within: timeout, channel: channel, backendPID: backendPID, cause: cause,
-      close: { connection.closeSoon() },
-      query: { for try await _ in try await connection.query("SELECT 1", logger: logger) {} })
-  }
-
-  /// Runs `query`, a keep-alive; throws ``ListenerError/Code/keepAliveFailed`` when it fails,
-  /// or ``ListenerError/Code/keepAliveTimedOut`` once `timeout` has passed, recording that
-  /// cause and calling `close` first; throws `CancellationError` as soon as the calling task is
+  /// Runs `query`, a keep-alive (the watch's `SELECT 1`); throws
+  /// ``ListenerError/Code/keepAliveFailed`` when it fails, or
+  /// ``ListenerError/Code/keepAliveTimedOut`` once `timeout` has passed, recording that cause
+  /// and calling `close` first; throws `CancellationError` as soon as the calling task is
   /// cancelled. It does not wait for a query that ran out of time or was cancelled: one that
   /// the connection's loss catches in flight may never complete, even once the connection is
   /// closed, and waiting for it would keep the loss from being reported.
