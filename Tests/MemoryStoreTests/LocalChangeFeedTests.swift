@@ -216,18 +216,45 @@ import Testing
     }
   }
 
-  @Test func aTakeLeavesRoomForAsManyChangesAsThePreviousOneTook() {
+  @Test func aTakeHandsTheWritesBackTheChunksThePreviousOneEmptied() {
     let store = MemoryStore<String, Int>()
     let feed = store.openLocalChangeFeed()
+    let chunk = _LocalChangeChunk<String, Int>.capacity
     for round in 0..<2 {
-      for index in 0..<1_000 { store["k\(index)"] = round }
-      #expect(feed.take().count == 1_000)
+      for index in 0..<(3 * chunk) { store["k\(index)"] = round }
+      let taken = feed.take()
+      #expect(taken.count == 3 * chunk)
+      #expect(taken.first == .updated("k0", round))
+      #expect(taken.last == .updated("k\(3 * chunk - 1)", round))
     }
-    // The next changes append to a buffer made before the take locked, with room for as many
-    // as the previous take took.
-    let room = store._writer.withLock { $0.changes.localChanges.capacity }
-    #expect(room >= 1_000)
+    // The next changes fill the three chunks the first take emptied, with no allocation.
+    let room = store._writer.withLock { $0.changes.localChanges.room }
+    #expect(room == 3 * chunk)
     store["after"] = 1
     #expect(feed.take() == [.updated("after", 1)])
+  }
+
+  @Test func changesThatOutgrowTheChunksHandedBackAreAllTakenInOrder() {
+    let store = MemoryStore<Int, Int>()
+    let feed = store.openLocalChangeFeed()
+    let chunk = _LocalChangeChunk<Int, Int>.capacity
+    var expected: [LocalChange<Int, Int>] = []
+    // Bursts of every size around a chunk's, each larger or smaller than the previous one.
+    for (round, size) in [1, chunk - 1, chunk, chunk + 1, 5 * chunk + 7, 2, 0, 3 * chunk]
+      .enumerated()
+    {
+      expected = []
+      for index in 0..<size {
+        if index % 7 == 3 {
+          store[index] = nil
+          expected.append(.removed(index))
+        } else {
+          store[index] = round
+          expected.append(.updated(index, round))
+        }
+      }
+      #expect(feed.take() == expected, "round \(round)")
+    }
+    #expect(feed.take().isEmpty)
   }
 }

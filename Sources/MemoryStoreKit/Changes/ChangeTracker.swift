@@ -101,7 +101,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     didSet { updateFlags() }
   }
   /// The local changes not yet taken by the open ``LocalChangeFeed``, in commit order.
-  @usableFromInline var localChanges: [LocalChange<Key, Value>] = []
+  @usableFromInline var localChanges = _LocalChangeBuffer<Key, Value>()
   /// Whether the current write's changes stay out of the feed: a value that a get-or-create,
   /// a get-or-load or a refresh stores is a copy of what the source holds, not a local change.
   /// Set by the write, under the lock; cleared by ``commit(logged:cleared:deliversRemovals:)``.

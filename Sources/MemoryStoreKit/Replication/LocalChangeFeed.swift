@@ -38,8 +38,10 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
 
   let _store: _Protected<_WeakStore>
   let _signal: _FeedSignal
-  /// How many changes the previous take took: the room the next take leaves.
-  let _lastTaken = Atomic<Int>(0)
+  /// The chunks the previous take emptied: the next take hands them back to the writes.
+  let _emptied = _Protected<[_LocalChangeChunk<Key, Value>]>([])
+  /// The most emptied chunks kept for the writes: room for 65 536 changes.
+  static var _maximumEmptiedChunks: Int { 64 }
 
   struct _WeakStore: Sendable {
     weak var store: MemoryStore<Key, Value>?
@@ -57,12 +59,20 @@ public final class LocalChangeFeed<Key: Hashable & Sendable, Value: Sendable>: A
   /// Takes every change committed since the previous take, oldest first; empty if there is
   /// none, or once the feed is closed.
   ///
-  /// - Complexity: O(1): a swap under the store's write lock.
+  /// - Complexity: O(*n*) in the changes taken, on the calling thread: under the store's
+  ///   write lock, only a swap of the chunks that hold them.
   public func take() -> [LocalChange<Key, Value>] {
     guard let store = _store.withLock({ $0.store }) else { return [] }
-    let taken = store._takeLocalChanges(
-      for: _signal, leavingRoomFor: _lastTaken.load(ordering: .relaxed))
-    _lastTaken.store(taken.count, ordering: .relaxed)
+    // Concurrent takes each hand back what they find; each takes its own chunks.
+    let emptied = _emptied.withLock { chunks in
+      defer { chunks = [] }
+      return chunks
+    }
+    let chunks = store._takeLocalChanges(for: _signal, handingBack: emptied)
+    let taken = _LocalChangeBuffer.moveChanges(outOf: chunks)
+    _emptied.withLock { kept in
+      kept.append(contentsOf: chunks.prefix(Self._maximumEmptiedChunks - kept.count))
+    }
     return taken
   }
 

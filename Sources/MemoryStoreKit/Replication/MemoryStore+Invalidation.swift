@@ -34,18 +34,17 @@ extension MemoryStore {
     return LocalChangeFeed(store: self, signal: signal)
   }
 
-  /// Swaps the local changes out, if `signal`'s feed is the open one, leaving room for `room`
-  /// changes (as many as the previous take took, so that the next ones append without
-  /// regrowing: a feed is taken at a steady pace), allocated before locking, so that writers
-  /// never wait for an allocation.
-  func _takeLocalChanges(for signal: _FeedSignal, leavingRoomFor room: Int)
-    -> [LocalChange<Key, Value>]
+  /// Swaps the chunks of local changes out, if `signal`'s feed is the open one, and hands the
+  /// writes `emptied`, the chunks the previous take emptied, to fill next (so that a feed
+  /// taken at a steady pace costs its writes no allocation). The changes are moved out of the
+  /// chunks after unlocking, on the taking thread.
+  func _takeLocalChanges(
+    for signal: _FeedSignal, handingBack emptied: [_LocalChangeChunk<Key, Value>]
+  )
+    -> [_LocalChangeChunk<Key, Value>]
   {
     guard _feedSignal.withLock({ $0 === signal }) else { return [] }
-    var taken: [LocalChange<Key, Value>] = []
-    taken.reserveCapacity(room)
-    _writer.withLock { state in swap(&state.changes.localChanges, &taken) }
-    return taken
+    return _writer.withLock { state in state.changes.localChanges.takeAll(keeping: emptied) }
   }
 
   /// Closes `signal`'s feed, if it is the open one: writes stop keeping local changes.
@@ -60,7 +59,7 @@ extension MemoryStore {
         state.changes.feedsLocalChanges = false
         state.changes.feedNeedsWake = false
         state.changes.suppressesFeed = false
-        defer { state.changes.localChanges = [] }
+        defer { state.changes.localChanges = _LocalChangeBuffer() }
         return state.changes.localChanges
       }
       // Released only now: a value's deinit may use the store.
@@ -178,7 +177,7 @@ extension MemoryStore {
           write.access.state.invalidations.generation, ordering: .releasing)
       }
       let local = write.access.changes.localChanges
-      let pending = local.isEmpty ? [] : Set(local.lazy.compactMap(\.key))
+      let pending = local.isEmpty ? [] : local.keys()
       var count = 0
       for key in keys where !kept.contains(key) && !pending.contains(key) {
         if write.remove(key, reason: .invalidated, in: self) != nil { count += 1 }
