@@ -11,19 +11,38 @@ import Synchronization
 #endif
 
 /// Counts the readers of each reclamation epoch parity of a store's table (see
-/// ``_ConcurrentTable``), spread over cache-line-sized stripes so that concurrent readers on
+/// ``_ConcurrentTable``), spread over stripes of two cache lines so that concurrent readers on
 /// different threads write to different cache lines.
 ///
-/// Each stripe holds two counters, one per epoch parity, then the hit and miss counters of
-/// statistics. A reader increments the counter of the current epoch's parity in its own stripe
-/// (chosen by ``_ThreadSlot``) and decrements it when it is done; the writer frees what it
-/// retired in an epoch only when that parity's counters read zero in every stripe. Counts are
-/// exact whatever threads share a stripe: sharing only costs speed.
+/// Each stripe holds two blocks of counters, each laid out as ``countersPerBlock`` words: the
+/// readers of even and of odd epochs, the lookups that hit and that missed, and a version
+/// known to be published. The first thread that reads through a stripe becomes its owner
+/// (threads are numbered by ``_ThreadSlot`` and numbers are never reused) and counts in the
+/// owner block, on the stripe's second line; any other thread whose number picks the stripe
+/// counts in the shared block, on the first. A reader increments the counter of the current
+/// epoch's parity in its block and decrements it when it is done; the writer frees what it
+/// retired in an epoch only when that parity's counters read zero in both blocks of every
+/// stripe.
+///
+/// Only its owner writes the owner block, so there the decrement and the lookup counts are a
+/// load and a store (the decrement a releasing one), not read-modify-writes: each of those
+/// would be an atomic instruction that waits for the thread's earlier stores. The increment
+/// stays a sequentially consistent read-modify-write in both blocks: it is what orders the
+/// reader's announcement before its loads. The shared block uses read-modify-writes
+/// throughout, so counts are exact whatever threads share a stripe: sharing only costs speed.
 @usableFromInline
 struct _ReaderIndicator {
   /// Bytes between stripes: two cache lines, because Intel's adjacent-line prefetcher
   /// pairs 64-byte lines.
   @usableFromInline static var stripeStride: Int { 128 }
+  /// Words in a stripe.
+  @usableFromInline static var wordsPerStripe: Int { 16 }
+  /// The word where a stripe's owner block starts: the second cache line, so that a block's
+  /// address tells which block it is (``isOwnerBlock(_:)``).
+  @usableFromInline static var ownerBlock: Int { 8 }
+  /// The word holding the ``_ThreadSlot`` number of a stripe's owner (0: none yet), beside
+  /// the owner block.
+  @usableFromInline static var ownerWord: Int { 13 }
 
   @usableFromInline let _base: UnsafeMutableRawPointer
   @usableFromInline let _stripeMask: Int
@@ -34,11 +53,8 @@ struct _ReaderIndicator {
     _stripeMask = stripes - 1
     _base = UnsafeMutableRawPointer.allocate(
       byteCount: stripes * Self.stripeStride, alignment: Self.stripeStride)
-    for stripe in 0..<stripes {
-      let counters = (_base + stripe * Self.stripeStride).bindMemory(
-        to: Atomic<Int>.self, capacity: Self.countersPerStripe)
-      for index in 0..<Self.countersPerStripe { (counters + index).initialize(to: Atomic(0)) }
-    }
+    let words = _base.bindMemory(to: Atomic<Int>.self, capacity: stripes * Self.wordsPerStripe)
+    for index in 0..<(stripes * Self.wordsPerStripe) { (words + index).initialize(to: Atomic(0)) }
   }
 
   /// A power of two, at least twice the number of online processors, between 8 and 128.
@@ -51,44 +67,91 @@ struct _ReaderIndicator {
 
   @usableFromInline var stripeCount: Int { _stripeMask + 1 }
 
-  /// Per stripe: readers of even and of odd epochs, lookups that hit and that missed, then a
+  /// Per block: readers of even and of odd epochs, lookups that hit and that missed, then a
   /// version known to be published.
-  @usableFromInline static var countersPerStripe: Int { 5 }
+  @usableFromInline static var countersPerBlock: Int { 5 }
   @usableFromInline static var hitCounter: Int { 2 }
   @usableFromInline static var missCounter: Int { 3 }
   /// Not a counter: a version its threads' reads have seen published (see
   /// ``_ConcurrentTable/_latestNode(forKey:hash:counters:)``).
   @usableFromInline static var knownVersion: Int { 4 }
 
-  /// The sum of counter `index` over every stripe; each stripe is read atomically, the sum is
-  /// not a snapshot.
+  /// The words of stripe `stripe`.
+  @inlinable @inline(__always)
+  func _stripe(_ stripe: Int) -> UnsafeMutablePointer<Atomic<Int>> {
+    UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
+      .assumingMemoryBound(to: Atomic<Int>.self)
+  }
+
+  /// The sum of counter `index` over both blocks of every stripe; each counter is read
+  /// atomically, the sum is not a snapshot.
   @usableFromInline
   func total(ofCounter index: Int) -> Int {
     var sum = 0
     for stripe in 0...(_stripeMask) {
-      let counters = UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
-        .assumingMemoryBound(to: Atomic<Int>.self)
-      sum &+= counters[index].load(ordering: .relaxed)
+      let words = _stripe(stripe)
+      sum &+= words[index].load(ordering: .relaxed)
+      sum &+= words[Self.ownerBlock &+ index].load(ordering: .relaxed)
     }
     return sum
   }
 
-  /// The counters of the calling thread's stripe: `[even epochs, odd epochs, hits, misses]`.
+  /// The calling thread's block of counters: `[even epochs, odd epochs, hits, misses, known
+  /// version]`, in its stripe; the owner block if the thread owns the stripe or is the first
+  /// to read through it, else the shared block. O(1): a thread-local load and a load of the
+  /// owner (a compare-and-exchange the first time).
   @inlinable @inline(__always)
   func countersForCurrentThread() -> UnsafeMutablePointer<Atomic<Int>> {
-    let stripe = _ThreadSlot.current & _stripeMask
-    return UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
-      .assumingMemoryBound(to: Atomic<Int>.self)
+    let slot = _ThreadSlot.current
+    let words = _stripe(slot & _stripeMask)
+    let owner = words[Self.ownerWord].load(ordering: .relaxed)
+    if owner == slot || (owner == 0 && Self.claim(words, for: slot)) {
+      return words + Self.ownerBlock
+    }
+    return words
   }
 
-  /// Whether any reader is counted in `parity`, looking at every stripe.
+  /// The calling thread's shared block: for a read section that another thread may leave.
+  @inlinable @inline(__always)
+  func sharedCountersForCurrentThread() -> UnsafeMutablePointer<Atomic<Int>> {
+    _stripe(_ThreadSlot.current & _stripeMask)
+  }
+
+  /// Makes the thread numbered `slot` the owner of the stripe `words`, unless another thread
+  /// got there first; returns whether it is the owner.
+  @usableFromInline @inline(never)
+  static func claim(_ words: UnsafeMutablePointer<Atomic<Int>>, for slot: Int) -> Bool {
+    words[ownerWord].compareExchange(expected: 0, desired: slot, ordering: .relaxed).exchanged
+  }
+
+  /// Whether `counters`, a block of a stripe, is an owner block: only its owner writes it.
+  @inlinable @inline(__always)
+  static func isOwnerBlock(_ counters: UnsafeMutablePointer<Atomic<Int>>) -> Bool {
+    UInt(bitPattern: counters) & UInt(stripeStride / 2) != 0
+  }
+
+  /// Adds 1 to counter `index` of `counters` (a lookup count): a load and a store in an owner
+  /// block, which only its owner writes, else a read-modify-write.
+  @inlinable @inline(__always)
+  static func count(_ index: Int, in counters: UnsafeMutablePointer<Atomic<Int>>) {
+    if isOwnerBlock(counters) {
+      counters[index].store(counters[index].load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    } else {
+      counters[index].wrappingAdd(1, ordering: .relaxed)
+    }
+  }
+
+  /// Whether any reader is counted in `parity`, looking at both blocks of every stripe.
   @inlinable
   func hasReaders(in parity: Int) -> Bool {
     var stripe = 0
     while stripe <= _stripeMask {
-      let counters = UnsafeMutableRawPointer(_base + stripe &* Self.stripeStride)
-        .assumingMemoryBound(to: Atomic<Int>.self)
-      if counters[parity].load(ordering: .sequentiallyConsistent) != 0 { return true }
+      let words = _stripe(stripe)
+      if words[parity].load(ordering: .sequentiallyConsistent) != 0
+        || words[Self.ownerBlock &+ parity].load(ordering: .sequentiallyConsistent) != 0
+      {
+        return true
+      }
       stripe &+= 1
     }
     return false
@@ -96,11 +159,8 @@ struct _ReaderIndicator {
 
   @usableFromInline
   func deallocate() {
-    for stripe in 0...(_stripeMask) {
-      let counters = (_base + stripe * Self.stripeStride).assumingMemoryBound(
-        to: Atomic<Int>.self)
-      counters.deinitialize(count: Self.countersPerStripe)
-    }
+    _base.assumingMemoryBound(to: Atomic<Int>.self)
+      .deinitialize(count: stripeCount * Self.wordsPerStripe)
     _base.deallocate()
   }
 }

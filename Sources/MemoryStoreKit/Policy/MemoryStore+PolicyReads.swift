@@ -8,8 +8,8 @@ extension MemoryStore {
   func _recordLookup(
     _ node: _Node<Key, Value>?, counters: UnsafeMutablePointer<Atomic<Int>>
   ) {
-    counters[node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter]
-      .wrappingAdd(1, ordering: .relaxed)
+    _ReaderIndicator.count(
+      node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter, in: counters)
     if let node, node.hasMetadata { _noteRead(node) }
   }
 

@@ -254,22 +254,33 @@ extension _ConcurrentTable {
   /// Enters a read section that stays open until ``leaveReadSection(_:)``: for a reader whose
   /// work runs user code (a save's encoder). Returns the version it reads and the token to
   /// leave with.
+  ///
+  /// Counted in the stripe's shared block: such a section may be left on another thread.
   @usableFromInline
   func enterReadSection() -> (version: UInt64, token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
-    let token = _announceReader()
+    let token = _announceReader(in: _readers.sharedCountersForCurrentThread())
     return (_version.load(ordering: .sequentiallyConsistent), token)
   }
 
+  /// Leaves the read section `token` names: a releasing store in an owner block, which only
+  /// its owner writes (the section was entered and is left on the same thread), else a
+  /// releasing read-modify-write.
   @inlinable @inline(__always)
   func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
-    token.0[token.1].wrappingSubtract(1, ordering: .releasing)
+    let counter = token.0 + token.1
+    if _ReaderIndicator.isOwnerBlock(token.0) {
+      counter.pointee.store(counter.pointee.load(ordering: .relaxed) &- 1, ordering: .releasing)
+    } else {
+      counter.pointee.wrappingSubtract(1, ordering: .releasing)
+    }
   }
 
-  /// Counts the calling thread as a reader of the current epoch, in its own stripe; returns
-  /// the stripe's counters and the parity counted, for ``leaveReadSection(_:)``.
+  /// Counts the calling thread as a reader of the current epoch, in `counters` (its block of
+  /// its stripe); returns them and the parity counted, for ``leaveReadSection(_:)``.
   @inlinable @inline(__always)
-  func _announceReader() -> (UnsafeMutablePointer<Atomic<Int>>, Int) {
-    let counters = _readers.countersForCurrentThread()
+  func _announceReader(
+    in counters: UnsafeMutablePointer<Atomic<Int>>
+  ) -> (UnsafeMutablePointer<Atomic<Int>>, Int) {
     let parity = _epoch.load(ordering: .relaxed) & 1
     counters[parity].wrappingAdd(1, ordering: .sequentiallyConsistent)
     return (counters, parity)
@@ -298,7 +309,8 @@ extension _ConcurrentTable {
   /// (``_latestNode(forKey:hash:counters:)``).
   @inlinable @inline(__always)
   func withLatestReadSection<R>(_ body: (UnsafeMutablePointer<Atomic<Int>>) -> R) -> R {
-    let token = _announceReader()
+    // Entered and left on this thread: counted in the thread's own block if it has one.
+    let token = _announceReader(in: _readers.countersForCurrentThread())
     let result = body(token.0)
     leaveReadSection(token)
     return result
