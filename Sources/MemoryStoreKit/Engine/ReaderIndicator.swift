@@ -1,4 +1,5 @@
 import Synchronization
+public import _MemoryStoreShims
 
 #if canImport(Darwin)
   import Darwin
@@ -175,34 +176,24 @@ extension _ReaderIndicator: @unchecked Sendable {}
 /// Readers use it to pick their own stripe of a ``_ReaderIndicator`` so that two threads
 /// reading at the same time touch different cache lines. Consecutive threads get consecutive
 /// numbers, so the first `stripeCount` threads never share a stripe. The number lives in a
-/// pthread key (one per process), which costs a couple of nanoseconds to read.
+/// thread-local variable of the package's C target, read inline.
 @usableFromInline
 enum _ThreadSlot {
-  @usableFromInline
-  static let key: pthread_key_t = {
-    var key = pthread_key_t()
-    let status = pthread_key_create(&key, nil)
-    precondition(status == 0, "pthread_key_create failed with \(status)")
-    return key
-  }()
-
   @usableFromInline
   static let nextSlot = Atomic<Int>(0)
 
   /// The calling thread's slot number.
   @inlinable @inline(__always)
   static var current: Int {
-    if let stored = pthread_getspecific(key) {
-      return Int(bitPattern: stored)
-    }
-    return assign()
+    let stored = _memorystore_get_thread_slot()
+    return stored != 0 ? stored : assign()
   }
 
   @usableFromInline @inline(never)
   static func assign() -> Int {
-    // Slots start at 1 so a stored slot is never a null pointer.
+    // Slots start at 1, so that 0 means none yet.
     let slot = nextSlot.wrappingAdd(1, ordering: .relaxed).newValue
-    pthread_setspecific(key, UnsafeRawPointer(bitPattern: slot))
+    _memorystore_set_thread_slot(slot)
     return slot
   }
 }

@@ -13,4 +13,15 @@ int _memorystore_membarrier_register(void);
 /// `_memorystore_membarrier_register()`.
 int _memorystore_membarrier(void);
 
+/// The calling thread's slot number for `_ThreadSlot`: 0 until it is given one. A thread-local
+/// variable, read inline (a load relative to the thread pointer), where `pthread_getspecific`
+/// is a call into the C library.
+extern _Thread_local long _memorystore_thread_slot;
+
+/// The calling thread's slot number, 0 if it has none yet.
+static inline long _memorystore_get_thread_slot(void) { return _memorystore_thread_slot; }
+
+/// Gives the calling thread its slot number.
+static inline void _memorystore_set_thread_slot(long slot) { _memorystore_thread_slot = slot; }
+
 #endif
