@@ -131,14 +131,16 @@ struct _ReaderIndicator {
     UInt(bitPattern: counters) & UInt(stripeStride / 2) != 0
   }
 
-  /// Adds 1 to counter `index` of `counters` (a lookup count): a load and a store in an owner
-  /// block, which only its owner writes, else a read-modify-write.
+  /// Adds `delta` to counter `index` of `counters` (a lookup count, or a reader leaving), with
+  /// release ordering: a load and a store in an owner block, which only its owner writes, else
+  /// a read-modify-write.
   @inlinable @inline(__always)
-  static func count(_ index: Int, in counters: UnsafeMutablePointer<Atomic<Int>>) {
+  static func add(_ delta: Int, to index: Int, in counters: UnsafeMutablePointer<Atomic<Int>>) {
     if isOwnerBlock(counters) {
-      counters[index].store(counters[index].load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+      counters[index].store(
+        counters[index].load(ordering: .relaxed) &+ delta, ordering: .releasing)
     } else {
-      counters[index].wrappingAdd(1, ordering: .relaxed)
+      counters[index].wrappingAdd(delta, ordering: .releasing)
     }
   }
 

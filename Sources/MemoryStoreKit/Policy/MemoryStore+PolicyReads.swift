@@ -8,8 +8,9 @@ extension MemoryStore {
   func _recordLookup(
     _ node: _Node<Key, Value>?, counters: UnsafeMutablePointer<Atomic<Int>>
   ) {
-    _ReaderIndicator.count(
-      node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter, in: counters)
+    _ReaderIndicator.add(
+      1, to: node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter,
+      in: counters)
     if let node, node.hasMetadata { _noteRead(node) }
   }
 

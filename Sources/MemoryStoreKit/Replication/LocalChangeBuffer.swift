@@ -93,22 +93,22 @@ struct _LocalChangeBuffer<Key, Value> {
   }
 
   /// Takes every chunk that holds changes, oldest first, and keeps `emptied` to fill next.
-  /// O(chunks).
+  /// O(1) unless spare chunks are left from before (then O(chunks)): in the common case it
+  /// allocates nothing, so that it holds the write lock for no allocation.
   mutating func takeAll(keeping emptied: [_LocalChangeChunk<Key, Value>])
-    -> [_LocalChangeChunk<Key, Value>]
+    -> (full: [_LocalChangeChunk<Key, Value>], current: _LocalChangeChunk<Key, Value>?)
   {
     var taken: [_LocalChangeChunk<Key, Value>] = []
     swap(&taken, &full)
-    if let current { taken.append(current) }
-    current = nil
-    spares.append(contentsOf: emptied)
-    return taken
+    defer { current = nil }
+    if spares.isEmpty { spares = emptied } else { spares.append(contentsOf: emptied) }
+    return (taken, current)
   }
 
   /// The keys of the changes it holds.
   func keys() -> Set<Key> where Key: Hashable {
     var keys = Set<Key>()
-    for chunk in full + (current.map { [$0] } ?? []) {
+    for chunk in current.map({ full + [$0] }) ?? full {
       for index in 0..<chunk.count {
         if let key = chunk.base[index].key { keys.insert(key) }
       }

@@ -40,11 +40,12 @@ extension MemoryStore {
   /// chunks after unlocking, on the taking thread.
   func _takeLocalChanges(
     for signal: _FeedSignal, handingBack emptied: [_LocalChangeChunk<Key, Value>]
-  )
-    -> [_LocalChangeChunk<Key, Value>]
-  {
+  ) -> [_LocalChangeChunk<Key, Value>] {
     guard _feedSignal.withLock({ $0 === signal }) else { return [] }
-    return _writer.withLock { state in state.changes.localChanges.takeAll(keeping: emptied) }
+    let (full, current) = _writer.withLock { state in
+      state.changes.localChanges.takeAll(keeping: emptied)
+    }
+    return current.map { full + [$0] } ?? full
   }
 
   /// Closes `signal`'s feed, if it is the open one: writes stop keeping local changes.

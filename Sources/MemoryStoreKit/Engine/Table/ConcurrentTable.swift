@@ -267,12 +267,7 @@ extension _ConcurrentTable {
   /// releasing read-modify-write.
   @inlinable @inline(__always)
   func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
-    let counter = token.0 + token.1
-    if _ReaderIndicator.isOwnerBlock(token.0) {
-      counter.pointee.store(counter.pointee.load(ordering: .relaxed) &- 1, ordering: .releasing)
-    } else {
-      counter.pointee.wrappingSubtract(1, ordering: .releasing)
-    }
+    _ReaderIndicator.add(-1, to: token.1, in: token.0)
   }
 
   /// Counts the calling thread as a reader of the current epoch, in `counters` (its block of
