@@ -182,9 +182,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
     notices?.append((hash ?? key.hashValue, changesPresence))
   }
 
-  /// Appends `change` to the changes the open ``LocalChangeFeed`` has not taken.
-  @inlinable
-  mutating func appendLocal(_ change: LocalChange<Key, Value>) {
+  /// Appends `change` to the changes the open ``LocalChangeFeed`` has not taken. Consumes
+  /// it, so that the key a write logs is retained once, by the buffer.
+  @inlinable @inline(__always)
+  mutating func appendLocal(_ change: consuming LocalChange<Key, Value>) {
     if localChanges.isEmpty { feedNeedsWake = true }
     localChanges.append(change)
   }

@@ -32,7 +32,7 @@ final class _LocalChangeChunk<Key, Value> {
 
   /// Appends `change`; the caller made sure it is not full.
   @inlinable @inline(__always)
-  func append(_ change: LocalChange<Key, Value>) {
+  func append(_ change: consuming LocalChange<Key, Value>) {
     (base + count).initialize(to: change)
     count &+= 1
   }
@@ -75,7 +75,7 @@ struct _LocalChangeBuffer<Key, Value> {
   /// Appends `change`. O(1); allocates a chunk once per ``_LocalChangeChunk/capacity``
   /// changes at most, and only when no spare chunk is left.
   @inlinable @inline(__always)
-  mutating func append(_ change: LocalChange<Key, Value>) {
+  mutating func append(_ change: consuming LocalChange<Key, Value>) {
     if let current, !current.isFull {
       current.append(change)
     } else {
@@ -85,7 +85,7 @@ struct _LocalChangeBuffer<Key, Value> {
 
   /// ``append(_:)`` once the current chunk is full or there is none: out of line.
   @inlinable @inline(never)
-  mutating func appendToNextChunk(_ change: LocalChange<Key, Value>) {
+  mutating func appendToNextChunk(_ change: consuming LocalChange<Key, Value>) {
     if let current { full.append(current) }
     let chunk = spares.popLast() ?? _LocalChangeChunk()
     chunk.append(change)
