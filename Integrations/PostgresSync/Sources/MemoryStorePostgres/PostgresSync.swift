@@ -91,6 +91,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   let eventContinuation: AsyncStream<PostgresSyncEvent>.Continuation
   /// Wakes the publisher: local changes, or a caller of ``publishPending(timeout:)``.
   let publisherWake = AsyncSignal()
+  /// Given by the publisher when it finds nothing to publish: only then does the feed's
+  /// wake-up matter, so only then does the forwarder wait for it again.
+  let publisherIdle = AsyncSignal()
   /// Callers of ``publishPending(timeout:)`` waiting for a number of changes to be committed.
   let commitWaiters = Locked<[(target: UInt64, signal: AsyncSignal)]>([])
   /// The publisher's own connection, on which commits run one at a time.
@@ -306,11 +309,14 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
 
   // MARK: Publishing
 
-  /// Wakes the publisher whenever the feed has changes.
+  /// Wakes the idle publisher when the feed has changes. While the publisher is busy, it takes
+  /// the feed again after each commit anyway; then nobody waits on the feed, so a write that
+  /// gives the feed its first change since a take only notes it, and resumes no task.
   private func forwardLocalChanges() async {
     while !Task.isCancelled && feed.isOpen {
       await feed.waitForChanges()
       publisherWake.signal()
+      await publisherIdle.wait()
     }
   }
 
@@ -333,6 +339,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     while !Task.isCancelled {
       switch await publishBatch() {
       case .none:
+        publisherIdle.signal()
         await publisherWake.wait()
       case .committed:
         failures = 0
