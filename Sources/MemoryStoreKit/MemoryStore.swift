@@ -477,12 +477,33 @@ extension MemoryStore {
   ///
   /// - Complexity: O(*k* + *r*) for the *k* keys changed since the previous batch and the *r*
   ///   values replaced or removed since they were last freed.
+  @inlinable
   public func flush() async {
+    await _beginFlush()
+    // Inlined, so that the batch is coalesced and built specialised for the client's types,
+    // as the scheduled publication's is: unspecialised, every dictionary operation of a
+    // batch of thousands of keys looks up its types' metadata.
+    _ = _publishChanges(disarm: false, subscribing: nil)
+    await _endFlush()
+  }
+
+  /// What ``flush()`` does before publishing: waits for the background coalescing queued
+  /// before the call, then frees what readers no longer need.
+  @usableFromInline
+  func _beginFlush() async {
     // A background pass that coalesced logged changes before the call has let go of what it
     // took (a clear's contents, replaced values) before those are counted as freed.
     await _Overcommit.afterQueuedWork()
     _settle()
-    await _flushChanges()
+  }
+
+  /// What ``flush()`` does after publishing: waits for the `observe` handlers, delivers the
+  /// removals logged so far and the pending notices of tracked reads.
+  @usableFromInline
+  func _endFlush() async {
+    for handler in _hub.handlerSinks() {
+      await handler.drained()
+    }
     // Delivered on the removals queue, in order after the deliveries already queued: including
     // removals whose writer has not queued their delivery yet.
     if DispatchQueue.getSpecific(key: _RemovalQueue.key) == nil {

@@ -75,18 +75,6 @@ extension MemoryStore {
     await flush()
   }
 
-  /// Publishes the changes recorded so far now, without waiting for the interval, and returns
-  /// once every `observe` handler and notification observer has run for every batch published
-  /// so far.
-  ///
-  /// - Complexity: O(k) for k keys changed since the previous batch.
-  func _flushChanges() async {
-    _publishChanges()
-    for handler in _hub.handlerSinks() {
-      await handler.drained()
-    }
-  }
-
   /// Publishes the changes logged so far, if they make a batch.
   ///
   /// - Parameter disarm: Whether this is the scheduled publication, after which the next
