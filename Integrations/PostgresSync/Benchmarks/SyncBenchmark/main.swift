@@ -8,6 +8,9 @@
 //     swift run -c release SyncBenchmark
 //     swift run -c release SyncBenchmark --costs    # parts 2 and 3 alone, for a profiler
 //
+// Parts 2 and 3 run in five processes of their own, one after the other
+// (`SyncBenchmark --costs-here URL`), and report medians over them.
+//
 // It uses the server DATABASE_URL names, if set (its tables named bench_… stay there);
 // otherwise it starts a throw-away server with Scripts/postgres-test-server and stops it at the
 // end. LOG_LEVEL=notice (or info, debug, …) shows the syncs' logs on stderr. See README.md in
@@ -44,6 +47,15 @@ enum SyncBenchmark {
 
   static func main() async -> Int32 {
     let arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.first == "--costs-here", arguments.count == 2 {
+      do {
+        try await AccessCost.measureHere(url: arguments[1])
+        return 0
+      } catch {
+        complain("the cost measurement failed: \(error)")
+        return 1
+      }
+    }
     if arguments.first == "--warm-start", arguments.count == 4, let entries = Int(arguments[3]) {
       do {
         try await WarmStart.measureHere(url: arguments[1], table: arguments[2], entries: entries)
@@ -103,32 +115,27 @@ enum SyncBenchmark {
       table.add("messages published @ \(rate)", "\(result.messages)", "messages")
     }
 
-    // 2. and 3. The cost of a write and of a read, with the sync on and off.
-    let costs = try await AccessCost.measure(endpoint: endpoint)
-    let plain = costs.first { $0.mode == .plain }!  // The first mode measured.
+    // 2. and 3. The cost of a write and of a read, with the sync on and off, in processes of
+    // their own.
+    let costs = try await AccessCost.measureInProcesses(url: server.url)
+    table.add("cost processes", "\(AccessCost.processes)", "processes")
     for cost in costs {
       table.add("write \(cost.mode)", format(cost.writeNanoseconds, 1), "ns/write")
-      if cost.mode != .plain {
-        table.add(
-          "write \(cost.mode) / plain", format(cost.writeNanoseconds / plain.writeNanoseconds, 2),
-          "×")
+      if let ratio = cost.writeRatio {
+        table.add("write \(cost.mode) / plain", format(ratio, 2), "×")
       }
     }
     for cost in costs {
       table.add(
         "write, writer's CPU, \(cost.mode)", format(cost.writeCPUNanoseconds, 1), "ns/write")
-      if cost.mode != .plain {
-        table.add(
-          "write, writer's CPU, \(cost.mode) / plain",
-          format(cost.writeCPUNanoseconds / plain.writeCPUNanoseconds, 2), "×")
+      if let ratio = cost.writeCPURatio {
+        table.add("write, writer's CPU, \(cost.mode) / plain", format(ratio, 2), "×")
       }
     }
     for cost in costs {
       table.add("read \(cost.mode)", format(cost.readNanoseconds, 1), "ns/read")
-      if cost.mode != .plain {
-        table.add(
-          "read \(cost.mode) / plain", format(cost.readNanoseconds / plain.readNanoseconds, 3),
-          "×")
+      if let ratio = cost.readRatio {
+        table.add("read \(cost.mode) / plain", format(ratio, 3), "×")
       }
     }
 
@@ -317,8 +324,10 @@ enum InvalidationLatency {
 // MARK: - 2. and 3. The cost of a write and of a read
 
 /// Single-threaded writes and reads on a store of 10 000 `String` keys `SYM0000`…`SYM9999`,
-/// in four settings measured round-robin in one process; each number is the median of five
-/// runs.
+/// in four settings measured round-robin in one process, five runs each; the whole repeated
+/// in ``processes`` processes, one after the other. Each number is the median over the
+/// processes of each process's median, and each ratio the median of each process's ratio: on
+/// a shared machine, one process's stores can run a quarter faster or slower than another's.
 enum AccessCost {
   enum Mode: String, CustomStringConvertible, CaseIterable {
     case plain = "plain store"
@@ -337,6 +346,71 @@ enum AccessCost {
     /// CPU time of the writing thread per write: the cost on the writer's own path.
     let writeCPUNanoseconds: Double
     let readNanoseconds: Double
+  }
+
+  /// A mode's results over several processes, and its ratios to the plain store's (`nil` for
+  /// the plain store).
+  struct Summary {
+    let mode: Mode
+    let writeNanoseconds: Double
+    let writeCPUNanoseconds: Double
+    let readNanoseconds: Double
+    let writeRatio: Double?
+    let writeCPURatio: Double?
+    let readRatio: Double?
+  }
+
+  /// The processes the measurement runs in.
+  static let processes = 5
+
+  /// Runs ``measureHere(url:)`` in ``processes`` new processes of this executable, one after
+  /// the other, against the server at `url`, and summarises them.
+  static func measureInProcesses(url: String) async throws -> [Summary] {
+    let executable =
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+      ?? CommandLine.arguments[0]
+    var runs: [[Result]] = []
+    for _ in 0..<processes {
+      let output = try await runBlocking(executable, ["--costs-here", url])
+      let numbers =
+        output.split(separator: "\n").last { $0.hasPrefix("costs ") }?
+        .split(separator: " ").dropFirst().compactMap { Double($0) } ?? []
+      guard numbers.count == 3 * Mode.allCases.count else {
+        throw BenchmarkFailed("a cost measurement printed no result: \(output)")
+      }
+      runs.append(
+        Mode.allCases.enumerated().map { index, mode in
+          Result(
+            mode: mode, writeNanoseconds: numbers[3 * index],
+            writeCPUNanoseconds: numbers[3 * index + 1], readNanoseconds: numbers[3 * index + 2])
+        })
+    }
+    return Mode.allCases.indices.map { index in
+      let mode = Mode.allCases[index]
+      func summary(_ value: (Result) -> Double) -> (Double, Double?) {
+        let values = runs.map { value($0[index]) }
+        let ratios = runs.map { value($0[index]) / value($0[0]) }
+        return (median(values), mode == .plain ? nil : median(ratios))
+      }
+      let write = summary(\.writeNanoseconds)
+      let writeCPU = summary(\.writeCPUNanoseconds)
+      let read = summary(\.readNanoseconds)
+      return Summary(
+        mode: mode, writeNanoseconds: write.0, writeCPUNanoseconds: writeCPU.0,
+        readNanoseconds: read.0, writeRatio: write.1, writeCPURatio: writeCPU.1,
+        readRatio: read.1)
+    }
+  }
+
+  /// `SyncBenchmark --costs-here URL`: measures the four settings against the server at URL;
+  /// prints `costs` and, for each mode in order, its write time, its writer's CPU time and
+  /// its read time (ns).
+  static func measureHere(url: String) async throws {
+    let results = try await measure(endpoint: try PostgresEndpoint(url: url))
+    let numbers = results.flatMap {
+      [$0.writeNanoseconds, $0.writeCPUNanoseconds, $0.readNanoseconds]
+    }
+    say("costs " + numbers.map { String($0) }.joined(separator: " "))
   }
 
   static let keys = (0..<10_000).map { "SYM" + String($0).leftPadded(to: 4) }
