@@ -131,16 +131,25 @@ struct _ReaderIndicator {
     UInt(bitPattern: counters) & UInt(stripeStride / 2) != 0
   }
 
-  /// Adds `delta` to counter `index` of `counters` (a lookup count, or a reader leaving), with
-  /// release ordering: a load and a store in an owner block, which only its owner writes, else
-  /// a read-modify-write.
+  /// Adds `delta` to counter `index` of `counters`: a load and a store in an owner block,
+  /// which only its owner writes, else a read-modify-write. `releasing` for a reader leaving
+  /// (its reads must come before); a lookup count needs no ordering (a constant where it is
+  /// inlined, so each caller keeps only its branch).
   @inlinable @inline(__always)
-  static func add(_ delta: Int, to index: Int, in counters: UnsafeMutablePointer<Atomic<Int>>) {
+  static func add(
+    _ delta: Int, to index: Int, in counters: UnsafeMutablePointer<Atomic<Int>>, releasing: Bool
+  ) {
     if isOwnerBlock(counters) {
-      counters[index].store(
-        counters[index].load(ordering: .relaxed) &+ delta, ordering: .releasing)
-    } else {
+      let value = counters[index].load(ordering: .relaxed) &+ delta
+      if releasing {
+        counters[index].store(value, ordering: .releasing)
+      } else {
+        counters[index].store(value, ordering: .relaxed)
+      }
+    } else if releasing {
       counters[index].wrappingAdd(delta, ordering: .releasing)
+    } else {
+      counters[index].wrappingAdd(delta, ordering: .relaxed)
     }
   }
 

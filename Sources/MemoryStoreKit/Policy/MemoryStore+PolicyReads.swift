@@ -10,7 +10,7 @@ extension MemoryStore {
   ) {
     _ReaderIndicator.add(
       1, to: node != nil ? _ReaderIndicator.hitCounter : _ReaderIndicator.missCounter,
-      in: counters)
+      in: counters, releasing: false)
     if let node, node.hasMetadata { _noteRead(node) }
   }
 

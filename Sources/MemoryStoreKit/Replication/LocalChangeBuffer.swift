@@ -105,10 +105,17 @@ struct _LocalChangeBuffer<Key, Value> {
     return (taken, current)
   }
 
+  /// `full` followed by `current`, if any: the chunks in the order of their changes.
+  static func inOrder(
+    _ full: [_LocalChangeChunk<Key, Value>], _ current: _LocalChangeChunk<Key, Value>?
+  ) -> [_LocalChangeChunk<Key, Value>] {
+    current.map { full + [$0] } ?? full
+  }
+
   /// The keys of the changes it holds.
   func keys() -> Set<Key> where Key: Hashable {
     var keys = Set<Key>()
-    for chunk in current.map({ full + [$0] }) ?? full {
+    for chunk in Self.inOrder(full, current) {
       for index in 0..<chunk.count {
         if let key = chunk.base[index].key { keys.insert(key) }
       }

@@ -45,7 +45,7 @@ extension MemoryStore {
     let (full, current) = _writer.withLock { state in
       state.changes.localChanges.takeAll(keeping: emptied)
     }
-    return current.map { full + [$0] } ?? full
+    return _LocalChangeBuffer.inOrder(full, current)
   }
 
   /// Closes `signal`'s feed, if it is the open one: writes stop keeping local changes.

@@ -366,17 +366,12 @@ enum AccessCost {
   /// Runs ``measureHere(url:)`` in ``processes`` new processes of this executable, one after
   /// the other, against the server at `url`, and summarises them.
   static func measureInProcesses(url: String) async throws -> [Summary] {
-    let executable =
-      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-      ?? CommandLine.arguments[0]
     var runs: [[Result]] = []
     for _ in 0..<processes {
-      let output = try await runBlocking(executable, ["--costs-here", url])
-      let numbers =
-        output.split(separator: "\n").last { $0.hasPrefix("costs ") }?
-        .split(separator: " ").dropFirst().compactMap { Double($0) } ?? []
+      let numbers = try await runThisExecutable(["--costs-here", url], resultLine: "costs")
+        .compactMap { Double($0) }
       guard numbers.count == 3 * Mode.allCases.count else {
-        throw BenchmarkFailed("a cost measurement printed no result: \(output)")
+        throw BenchmarkFailed("a cost measurement printed no result")
       }
       runs.append(
         Mode.allCases.enumerated().map { index, mode in
@@ -577,16 +572,11 @@ enum WarmStart {
     }
     let fillSeconds = Double(monotonicNanoseconds() - fillStart) / 1e9
 
-    let executable =
-      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-      ?? CommandLine.arguments[0]
-    let output = try await runBlocking(
-      executable, ["--warm-start", url, name, String(entries)])
-    let numbers =
-      output.split(separator: "\n").last { $0.hasPrefix("warm-start ") }?
-      .split(separator: " ").dropFirst().compactMap { UInt64($0) } ?? []
+    let numbers = try await runThisExecutable(
+      ["--warm-start", url, name, String(entries)], resultLine: "warm-start"
+    ).compactMap { UInt64($0) }
     guard numbers.count == 5 else {
-      throw BenchmarkFailed("the warm start process printed no result: \(output)")
+      throw BenchmarkFailed("the warm start process printed no result")
     }
     return Result(
       fillSeconds: fillSeconds, untilListening: numbers[0], untilFull: numbers[1],
@@ -834,6 +824,22 @@ struct BenchmarkServer: Sendable, CustomStringConvertible {
     }
     return try await runBlocking(scriptPath, [command, directory])
   }
+}
+
+/// Runs this executable with `arguments` (see ``runBlocking(_:_:)``) and returns the fields of
+/// the last line it printed that starts with `resultLine`, after that word.
+///
+/// - Throws: ``BenchmarkFailed`` if it fails, or prints no such line.
+func runThisExecutable(_ arguments: [String], resultLine: String) async throws -> [Substring] {
+  let executable =
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+    ?? CommandLine.arguments[0]
+  let output = try await runBlocking(executable, arguments)
+  guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix(resultLine + " ") })
+  else {
+    throw BenchmarkFailed("\(arguments.joined(separator: " ")) printed no result: \(output)")
+  }
+  return Array(line.split(separator: " ").dropFirst())
 }
 
 /// Runs `executable` off the cooperative pool and waits for it; returns what it printed on

@@ -267,7 +267,7 @@ extension _ConcurrentTable {
   /// releasing read-modify-write.
   @inlinable @inline(__always)
   func leaveReadSection(_ token: (UnsafeMutablePointer<Atomic<Int>>, Int)) {
-    _ReaderIndicator.add(-1, to: token.1, in: token.0)
+    _ReaderIndicator.add(-1, to: token.1, in: token.0, releasing: true)
   }
 
   /// Counts the calling thread as a reader of the current epoch, in `counters` (its block of
