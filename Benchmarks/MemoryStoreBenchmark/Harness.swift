@@ -121,6 +121,20 @@ struct Measurement: Sendable {
   var checksum: Int { (samples + untimed).reduce(0) { $0 &+ $1.checksum } }
   var misses: Int { (samples + untimed).reduce(0) { $0 + $1.misses } }
   var errors: [String] { (samples + untimed).compactMap(\.finalStateError) }
+
+  /// This store's throughput (its reader's, with `reader`) over `other`'s: the median over the
+  /// rounds of the ratio of their repetitions in each round, which ran seconds apart (see
+  /// ``measure(_:_:fixture:plan:finished:)``), so that a drift of the machine's speed between
+  /// rounds cancels out; the ratio of the medians when they ran different numbers of rounds.
+  func mopsRatio(over other: Measurement, reader: Bool = false) -> Double {
+    guard samples.count == other.samples.count, !samples.isEmpty else {
+      return reader ? readerMops / other.readerMops : mops / other.mops
+    }
+    return median(
+      zip(samples, other.samples).map { ours, theirs in
+        reader ? ours.readerMops / theirs.readerMops : ours.mops / theirs.mops
+      })
+  }
 }
 
 func median(_ values: [Double]) -> Double {
@@ -134,70 +148,99 @@ func range(_ values: [Double]) -> ClosedRange<Double> {
   (values.min() ?? 0)...(values.max() ?? 0)
 }
 
-/// Measures one store on one workload: an untimed warm-up at the minimum op count, probes
-/// that grow the count until a repetition lasts at least a quarter of the target, then
-/// `plan.runs` repetitions at the count that should take `plan.targetSeconds`.
-func measure<S: BenchmarkStore>(
-  _: S.Type, _ workload: Workload, fixture: Fixture, plan: MeasurementPlan
-) -> Measurement {
-  // The warm-up and the probes are not reported, but their checks and checksums count.
-  var untimed = [
-    runRepetition(
-      S.self, workload, opsPerLane: plan.minOps, fixture: fixture, verifyPrepopulation: true)
-  ]
-  var count = plan.minOps
-  var probe = runRepetition(
-    S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
-  untimed.append(probe)
-  while probe.wallSeconds < plan.targetSeconds / 4 && count < plan.maxOps {
-    let growth = min(16, max(2, plan.targetSeconds / 2 / max(probe.wallSeconds, 1e-6)))
-    count = min(plan.maxOps, Int(Double(count) * growth))
-    probe = runRepetition(
-      S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
-    untimed.append(probe)
-  }
-  let secondsPerOp = probe.wallSeconds / Double(count)
-  let chosen = min(
-    plan.maxOps, max(plan.minOps, Int(plan.targetSeconds / max(secondsPerOp, 1e-12))))
-  let samples = (0..<plan.runs).map { _ in
-    runRepetition(
-      S.self, workload, opsPerLane: chosen, fixture: fixture, verifyPrepopulation: false)
-  }
-  return Measurement(
-    store: S.kind, workload: workload, opsPerLane: chosen, samples: samples, untimed: untimed)
+/// One store's part in a workload's measurement: its calibration, then its repetitions, which
+/// ``measure(_:_:fixture:plan:)`` interleaves with the other stores'.
+struct StoreRunner {
+  /// The untimed warm-up and probes, and the op count per lane they chose.
+  let calibrate: (Workload, Fixture, MeasurementPlan) -> (opsPerLane: Int, untimed: [Sample])
+  /// One timed repetition at an op count per lane.
+  let repetition: (Workload, Int, Fixture) -> Sample
 }
 
-/// Measures `kind` on `workload`, with the concrete store type, so that everything below is
-/// specialised for it.
+/// The runner of `S`, everything below it specialised for the concrete store type.
+///
+/// Its calibration runs an untimed warm-up at the minimum op count, then probes that grow the
+/// count until a repetition lasts at least a quarter of the target, and chooses the count that
+/// should take `plan.targetSeconds`.
+func runner<S: BenchmarkStore>(_: S.Type) -> StoreRunner {
+  StoreRunner(
+    calibrate: { workload, fixture, plan in
+      // The warm-up and the probes are not reported, but their checks and checksums count.
+      var untimed = [
+        runRepetition(
+          S.self, workload, opsPerLane: plan.minOps, fixture: fixture, verifyPrepopulation: true)
+      ]
+      var count = plan.minOps
+      var probe = runRepetition(
+        S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
+      untimed.append(probe)
+      while probe.wallSeconds < plan.targetSeconds / 4 && count < plan.maxOps {
+        let growth = min(16, max(2, plan.targetSeconds / 2 / max(probe.wallSeconds, 1e-6)))
+        count = min(plan.maxOps, Int(Double(count) * growth))
+        probe = runRepetition(
+          S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
+        untimed.append(probe)
+      }
+      let secondsPerOp = probe.wallSeconds / Double(count)
+      let chosen = min(
+        plan.maxOps, max(plan.minOps, Int(plan.targetSeconds / max(secondsPerOp, 1e-12))))
+      return (chosen, untimed)
+    },
+    repetition: { workload, count, fixture in
+      runRepetition(
+        S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
+    })
+}
+
+/// Measures `stores` on `workload`: each store is calibrated, then the repetitions run in
+/// rounds, one of each store per round, in an order that rotates from round to round. A
+/// machine whose speed drifts over seconds (another process, a neighbour on the host, the
+/// clock's frequency) then slows every store alike, and the ratios between them hold, where
+/// running one store's repetitions after another's would compare different moments. Calls
+/// `finished` with each store's measurement, in the order of `stores`.
 func measure(
-  _ kind: StoreKind, _ workload: Workload, fixture: Fixture, plan: MeasurementPlan
-) -> Measurement {
+  _ stores: [StoreKind], _ workload: Workload, fixture: Fixture, plan: MeasurementPlan,
+  finished: (Measurement) -> Void
+) {
+  let runners = stores.map { runner(for: $0) }
+  let calibrations = runners.map { $0.calibrate(workload, fixture, plan) }
+  var samples = Array(repeating: [Sample](), count: stores.count)
+  for round in 0..<plan.runs {
+    for offset in 0..<stores.count {
+      let index = (round + offset) % stores.count
+      samples[index].append(
+        runners[index].repetition(workload, calibrations[index].opsPerLane, fixture))
+    }
+  }
+  for index in stores.indices {
+    finished(
+      Measurement(
+        store: stores[index], workload: workload,
+        opsPerLane: calibrations[index].opsPerLane, samples: samples[index],
+        untimed: calibrations[index].untimed))
+  }
+}
+
+/// The runner of `kind`, with the concrete store type, so that everything below is
+/// specialised for it.
+func runner(for kind: StoreKind) -> StoreRunner {
   switch kind {
-  case .dictionary: measure(DictionaryStore.self, workload, fixture: fixture, plan: plan)
-  case .ymcacheGCD: measure(GCDStore.self, workload, fixture: fixture, plan: plan)
-  case .nslock: measure(NSLockStore.self, workload, fixture: fixture, plan: plan)
-  case .mutex: measure(MutexStore.self, workload, fixture: fixture, plan: plan)
-  case .mutexSharded: measure(ShardedMutexStore.self, workload, fixture: fixture, plan: plan)
-  case .nslockLRU: measure(LRUStore<AllKeys>.self, workload, fixture: fixture, plan: plan)
-  case .nslockLRUEvicting:
-    measure(LRUStore<HalfTheKeys>.self, workload, fixture: fixture, plan: plan)
-  case .nscache: measure(NSCacheStore.self, workload, fixture: fixture, plan: plan)
-  case .memorystore:
-    measure(MemoryStoreOfQuotes.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreBatches:
-    measure(ObservedMemoryStore.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreLimited:
-    measure(VariantMemoryStore<CountLimited>.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreEvicting:
-    measure(VariantMemoryStore<CountEvicting>.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreTTL:
-    measure(VariantMemoryStore<Expiring>.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreDecider:
-    measure(VariantMemoryStore<Decided>.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreTicker:
-    measure(TickerMemoryStore.self, workload, fixture: fixture, plan: plan)
-  case .memorystoreTracked:
-    measure(VariantMemoryStore<Tracked>.self, workload, fixture: fixture, plan: plan)
-  case .engine: measure(EngineStore.self, workload, fixture: fixture, plan: plan)
+  case .dictionary: runner(DictionaryStore.self)
+  case .ymcacheGCD: runner(GCDStore.self)
+  case .nslock: runner(NSLockStore.self)
+  case .mutex: runner(MutexStore.self)
+  case .mutexSharded: runner(ShardedMutexStore.self)
+  case .nslockLRU: runner(LRUStore<AllKeys>.self)
+  case .nslockLRUEvicting: runner(LRUStore<HalfTheKeys>.self)
+  case .nscache: runner(NSCacheStore.self)
+  case .memorystore: runner(MemoryStoreOfQuotes.self)
+  case .memorystoreBatches: runner(ObservedMemoryStore.self)
+  case .memorystoreLimited: runner(VariantMemoryStore<CountLimited>.self)
+  case .memorystoreEvicting: runner(VariantMemoryStore<CountEvicting>.self)
+  case .memorystoreTTL: runner(VariantMemoryStore<Expiring>.self)
+  case .memorystoreDecider: runner(VariantMemoryStore<Decided>.self)
+  case .memorystoreTicker: runner(TickerMemoryStore.self)
+  case .memorystoreTracked: runner(VariantMemoryStore<Tracked>.self)
+  case .engine: runner(EngineStore.self)
   }
 }

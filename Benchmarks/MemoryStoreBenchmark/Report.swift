@@ -85,7 +85,9 @@ struct Report {
     print("## Ratios")
     print("")
     printMutexRatios()
-    print("Throughput of memorystore over each baseline (median Mops/s); above 1 is faster.")
+    print(
+      "Throughput of memorystore over each baseline (the median over the rounds of each "
+        + "round's ratio); above 1 is faster.")
     print("")
     print("| workload | comparison | ratio |")
     print("|---|---|---:|")
@@ -120,7 +122,7 @@ struct Report {
     ]
     for (variant, title) in variants {
       guard measurements.contains(where: { $0.store == variant }) else { continue }
-      print("\(title); 1 is no cost.")
+      print("\(title) (the median over the rounds of each round's ratio); 1 is no cost.")
       print("")
       print("| workload | comparison | ratio |")
       print("|---|---|---:|")
@@ -148,23 +150,25 @@ struct Report {
     guard !rows.isEmpty else { return }
     print(
       "Against mutex: throughput of memorystore over mutex, and of memorystore-batches over "
-        + "memorystore on write1 (median Mops/s; the ratio is the first over the second); "
-        + "above 1 is faster.")
+        + "memorystore on write1 (the median over the rounds of each round's ratio of the "
+        + "first over the second, beside each one's median Mops/s); above 1 is faster.")
     print("")
     print("| workload | comparison | ratio | Mops/s (first / second) |")
     print("|---|---|---:|---:|")
     for (ours, theirs) in rows {
       let comparison = "\(ours.store.rawValue) / \(theirs.store.rawValue)"
-      func row(_ label: String, _ ourRate: Double, _ theirRate: Double) {
+      func row(_ label: String, reader: Bool) {
+        let ourRate = reader ? ours.readerMops : ours.mops
+        let theirRate = reader ? theirs.readerMops : theirs.mops
         print(
-          "| \(label) | \(comparison) | \(ratioText(ourRate / theirRate)) "
+          "| \(label) | \(comparison) | \(ratioText(ours.mopsRatio(over: theirs, reader: reader))) "
             + "| \(fixed(ourRate, 2)) / \(fixed(theirRate, 2)) |")
       }
       if ours.workload == .rw {
-        row("rw writer", ours.mops, theirs.mops)
-        row("rw reader", ours.readerMops, theirs.readerMops)
+        row("rw writer", reader: false)
+        row("rw reader", reader: true)
       } else {
-        row(ours.workload.rawValue, ours.mops, theirs.mops)
+        row(ours.workload.rawValue, reader: false)
       }
     }
     print("")
@@ -177,10 +181,11 @@ struct Report {
     _ format: (Double) -> String
   ) {
     if workload == .rw {
-      print("| rw writer | \(comparison) | \(format(ours.mops / theirs.mops)) |")
-      print("| rw reader | \(comparison) | \(format(ours.readerMops / theirs.readerMops)) |")
+      print("| rw writer | \(comparison) | \(format(ours.mopsRatio(over: theirs))) |")
+      print(
+        "| rw reader | \(comparison) | \(format(ours.mopsRatio(over: theirs, reader: true))) |")
     } else {
-      print("| \(workload.rawValue) | \(comparison) | \(format(ours.mops / theirs.mops)) |")
+      print("| \(workload.rawValue) | \(comparison) | \(format(ours.mopsRatio(over: theirs))) |")
     }
   }
 
@@ -191,8 +196,8 @@ struct Report {
     }
     guard !pairs.isEmpty else { return }
     print(
-      "Policy stores against the LRU baseline with the same limit (median Mops/s); above 1 is "
-        + "faster.")
+      "Policy stores against the LRU baseline with the same limit (the median over the rounds "
+        + "of each round's ratio); above 1 is faster.")
     print("")
     print("| workload | comparison | ratio |")
     print("|---|---|---:|")
@@ -335,8 +340,8 @@ struct Report {
           name: "mixed2 of \(store.rawValue) ahead of \(lru.rawValue)"))
       name = "rw writer and reader of \(store.rawValue) ahead of \(lru.rawValue)"
       if let ours = find(store, .rw), let theirs = find(lru, .rw) {
-        let writer = ours.mops / theirs.mops
-        let reader = ours.readerMops / theirs.readerMops
+        let writer = ours.mopsRatio(over: theirs)
+        let reader = ours.mopsRatio(over: theirs, reader: true)
         targets.append(
           Target(
             name: name, met: writer > 1 && reader > 1,
@@ -364,7 +369,7 @@ struct Report {
     }
     let ourRate = reader ? ours.readerMops : ours.mops
     let theirRate = reader ? theirs.readerMops : theirs.mops
-    let ratio = ourRate / theirRate
+    let ratio = ours.mopsRatio(over: theirs, reader: reader)
     let met = factor == 1 && !orEqual ? ratio > 1 : ratio >= factor
     return Target(
       name: name, met: met,

@@ -317,19 +317,21 @@ if options.runs(.throughput) {
     exit(1)
   }
 
-  let jobs = options.workloads.flatMap { workload in
-    options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }.map { (workload, $0) }
+  let jobCount = options.workloads.reduce(0) { total, workload in
+    total + options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }.count
   }
   var measurements: [Measurement] = []
-  for (number, (workload, store)) in jobs.enumerated() {
-    let result = measure(store, workload, fixture: fixture, plan: plan)
-    measurements.append(result)
-    var line =
-      "[\(number + 1)/\(jobs.count)] \(workload.rawValue) \(store.rawValue): "
-      + "N \(result.opsPerLane), \(fixed(result.nanosPerOp, 1)) ns/op, "
-      + "\(fixed(result.mops, 2)) Mops/s"
-    if workload == .rw { line += ", reader \(fixed(result.readerMops, 2)) Mops/s" }
-    progress(line)
+  for workload in options.workloads {
+    let stores = options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }
+    measure(stores, workload, fixture: fixture, plan: plan) { result in
+      measurements.append(result)
+      var line =
+        "[\(measurements.count)/\(jobCount)] \(workload.rawValue) \(result.store.rawValue): "
+        + "N \(result.opsPerLane), \(fixed(result.nanosPerOp, 1)) ns/op, "
+        + "\(fixed(result.mops, 2)) Mops/s"
+      if workload == .rw { line += ", reader \(fixed(result.readerMops, 2)) Mops/s" }
+      progress(line)
+    }
   }
 
   Report(measurements: measurements, plan: plan).printAll()
