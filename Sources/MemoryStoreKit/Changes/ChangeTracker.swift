@@ -138,12 +138,17 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Whether a write reports anything: changes for batches, or removals. Stored, because every
   /// write reads it: one load and a branch, for a store that reports nothing.
   @usableFromInline private(set) var isReporting = false
+  /// Whether the open feed is all that writes log to (no batches, no tracked reads): a write
+  /// then appends its change itself, without the call of
+  /// ``appendKey(_:_:wasPresent:_:hash:)``. Stored, because every write with a feed reads it.
+  @usableFromInline private(set) var logsOnlyToFeed = false
 
   /// Derives the flags every write reads from the settings.
   @usableFromInline
   mutating func updateFlags() {
     isLogging = isTracking || observesReads || feedsLocalChanges
     isReporting = isLogging || recordsRemovals
+    logsOnlyToFeed = feedsLocalChanges && !isTracking && !observesReads
   }
 
   /// The number of changes and clears ever logged: a write compares it before and after to
@@ -162,9 +167,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     if observesReads {
       noteObserved(key, hash: hash, changesPresence: wasPresent != (value != nil))
     }
-    if feedsLocalChanges && reason == .write && !suppressesFeed {
-      appendLocal(value.map { .updated(key, $0) } ?? .removed(key))
-    }
+    feedLocalChange(key, value, reason)
     guard isTracking else { return }
     if log.count == log.capacity { log = log.grown(minimumCapacity: Self.segmentCapacity) }
     appendCount &+= 1
@@ -180,6 +183,16 @@ struct _ChangeTracker<Key: Hashable, Value> {
   mutating func noteObserved(_ key: Key, hash: Int?, changesPresence: Bool) {
     if notices == nil { notices = _ObservationNotices() }
     notices?.append((hash ?? key.hashValue, changesPresence))
+  }
+
+  /// Hands the open ``LocalChangeFeed`` the change of a write that left `key` with `value`
+  /// (`nil`: removed) for `reason`, if a feed is open and the change is one to feed (a write's,
+  /// not an eviction's or an expiry's, and not an invalidation's).
+  @inlinable @inline(__always)
+  mutating func feedLocalChange(_ key: Key, _ value: Value?, _ reason: ChangeReason) {
+    if feedsLocalChanges && reason == .write && !suppressesFeed {
+      appendLocal(value.map { .updated(key, $0) } ?? .removed(key))
+    }
   }
 
   /// Appends `change` to the changes the open ``LocalChangeFeed`` has not taken. Consumes

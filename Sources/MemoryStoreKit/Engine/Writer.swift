@@ -28,7 +28,9 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
       deliversRemovals = removals.append(
         key, previous, value != nil ? .replaced : .removal(reason))
     }
-    if changes.isLogging {
+    if changes.logsOnlyToFeed {
+      changes.feedLocalChange(key, value, reason)
+    } else if changes.isLogging {
       changes.appendKey(key, value, wasPresent: previous != nil, reason, hash: hash())
     }
     return deliversRemovals
