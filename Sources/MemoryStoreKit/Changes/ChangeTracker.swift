@@ -142,6 +142,10 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// then appends its change itself, without the call of
   /// ``appendKey(_:_:wasPresent:_:hash:)``. Stored, because every write with a feed reads it.
   @usableFromInline private(set) var logsOnlyToFeed = false
+  /// Whether change batches are all that writes log to (no feed, no tracked reads): a write
+  /// then logs its change itself (``logChange(_:_:wasPresent:_:hash:)``), without the call of
+  /// ``appendKey(_:_:wasPresent:_:hash:)``. Stored, because every write with batches reads it.
+  @usableFromInline private(set) var logsOnlyBatches = false
 
   /// Derives the flags every write reads from the settings.
   @usableFromInline
@@ -149,6 +153,7 @@ struct _ChangeTracker<Key: Hashable, Value> {
     isLogging = isTracking || observesReads || feedsLocalChanges
     isReporting = isLogging || recordsRemovals
     logsOnlyToFeed = feedsLocalChanges && !isTracking && !observesReads
+    logsOnlyBatches = isTracking && !feedsLocalChanges && !observesReads
   }
 
   /// The number of changes and clears ever logged: a write compares it before and after to
@@ -169,6 +174,15 @@ struct _ChangeTracker<Key: Hashable, Value> {
     }
     feedLocalChange(key, value, reason)
     guard isTracking else { return }
+    logChange(key, value, wasPresent: wasPresent, reason, hash: hash)
+  }
+
+  /// Appends that `key` now has `value` (`nil`: absent) to the log for change batches, which
+  /// are on; the arguments are ``appendKey(_:_:wasPresent:_:hash:)``'s.
+  @inlinable @inline(__always)
+  mutating func logChange(
+    _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int?
+  ) {
     if log.count == log.capacity { log = log.grown(minimumCapacity: Self.segmentCapacity) }
     appendCount &+= 1
     log.append(

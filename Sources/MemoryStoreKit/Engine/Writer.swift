@@ -30,6 +30,8 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
     }
     if changes.logsOnlyToFeed {
       changes.feedLocalChange(key, value, reason)
+    } else if changes.logsOnlyBatches {
+      changes.logChange(key, value, wasPresent: previous != nil, reason, hash: hash())
     } else if changes.isLogging {
       changes.appendKey(key, value, wasPresent: previous != nil, reason, hash: hash())
     }
