@@ -32,6 +32,42 @@ import Testing
     #expect(feed.take().isEmpty, "a take hands each change over once")
   }
 
+  @Test func theFeedAndChangeBatchesEachGetTheWritesMadeWhileTheyAreOn() async throws {
+    let observed = ObservedStore<String, Int>()
+    let store = observed.store
+    store["a"] = 1  // batches alone
+    let feed = store.openLocalChangeFeed()
+    store["b"] = 2  // batches and the feed
+    _ = await observed.flushedBatches()
+    store.notificationInterval = .zero  // the feed alone
+    store["c"] = 3
+    store["a"] = nil
+    store.tracksReads = true  // the feed and tracked reads
+    store["f"] = 6
+    store.tracksReads = false
+    store.notificationInterval = ObservedStore<String, Int>.interval  // both again
+    store["d"] = 4
+    store._checkInvariants()
+    #expect(
+      feed.take() == [
+        .updated("b", 2), .updated("c", 3), .removed("a"), .updated("f", 6), .updated("d", 4),
+      ])
+    feed.close()
+    store["e"] = 5  // batches alone
+    store["b"] = nil
+    store._checkInvariants()
+    let batches = await observed.flushedBatches()
+    var updated: [String: Int] = [:]
+    var removed: Set<String> = []
+    for batch in batches {
+      updated.merge(batch.updated) { _, newer in newer }
+      removed.formUnion(batch.removed)
+    }
+    #expect(updated == ["a": 1, "b": 2, "d": 4, "e": 5], "the writes made while batches were on")
+    #expect(removed == ["b"])
+    #expect(feed.take().isEmpty)
+  }
+
   @Test func aRemovalOfAnExpiredEntryIsStillALocalChange() {
     let scheduler = ManualScheduler()
     let store = MemoryStore<String, Int>(scheduler: scheduler)

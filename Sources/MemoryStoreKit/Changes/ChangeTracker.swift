@@ -321,6 +321,11 @@ struct _ChangeTracker<Key: Hashable, Value> {
     if isReporting != (isLogging || recordsRemovals) {
       return "the change log's reporting flag is stale"
     }
+    if logsOnlyToFeed != (feedsLocalChanges && !isTracking && !observesReads)
+      || logsOnlyBatches != (isTracking && !feedsLocalChanges && !observesReads)
+    {
+      return "the change log's inlined-logging flags are stale"
+    }
     if !feedsLocalChanges && !localChanges.isEmpty {
       return "local changes are kept without an open feed"
     }
