@@ -138,22 +138,12 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Whether a write reports anything: changes for batches, or removals. Stored, because every
   /// write reads it: one load and a branch, for a store that reports nothing.
   @usableFromInline private(set) var isReporting = false
-  /// Whether the open feed is all that writes log to (no batches, no tracked reads): a write
-  /// then appends its change itself, without the call of
-  /// ``appendKey(_:_:wasPresent:_:hash:)``. Stored, because every write with a feed reads it.
-  @usableFromInline private(set) var logsOnlyToFeed = false
-  /// Whether change batches are all that writes log to (no feed, no tracked reads): a write
-  /// then logs its change itself (``logChange(_:_:wasPresent:_:hash:)``), without the call of
-  /// ``appendKey(_:_:wasPresent:_:hash:)``. Stored, because every write with batches reads it.
-  @usableFromInline private(set) var logsOnlyBatches = false
 
   /// Derives the flags every write reads from the settings.
   @usableFromInline
   mutating func updateFlags() {
     isLogging = isTracking || observesReads || feedsLocalChanges
     isReporting = isLogging || recordsRemovals
-    logsOnlyToFeed = feedsLocalChanges && !isTracking && !observesReads
-    logsOnlyBatches = isTracking && !feedsLocalChanges && !observesReads
   }
 
   /// The number of changes and clears ever logged: a write compares it before and after to
@@ -163,9 +153,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   /// Appends that `key` now has `value` (`nil`: absent) to the log, if batches are on, and
   /// notes it for the observers of tracked reads, if reads are tracked; `wasPresent` says
   /// whether it was present just before this write, `hash` is `key.hashValue` if the caller
-  /// has it. Out of line: a write of a store without batches stays small enough for the
-  /// table's staging to be inlined into it.
-  @inlinable @inline(never)
+  /// has it. Inlined into the write, which then appends to the feed or the log itself; the
+  /// rarer notes for tracked reads are out of line.
+  @inlinable @inline(__always)
   mutating func appendKey(
     _ key: Key, _ value: Value?, wasPresent: Bool, _ reason: ChangeReason, hash: Int?
   ) {
@@ -192,8 +182,9 @@ struct _ChangeTracker<Key: Hashable, Value> {
   }
 
   /// Notes, for the observers of tracked reads, that `key` changed (`hash` is its hash if the
-  /// caller has it); whether it was added or removed.
-  @inlinable
+  /// caller has it); whether it was added or removed. Out of line: only a store that tracks
+  /// reads notes anything.
+  @inlinable @inline(never)
   mutating func noteObserved(_ key: Key, hash: Int?, changesPresence: Bool) {
     if notices == nil { notices = _ObservationNotices() }
     notices?.append((hash ?? key.hashValue, changesPresence))
@@ -320,11 +311,6 @@ struct _ChangeTracker<Key: Hashable, Value> {
     }
     if isReporting != (isLogging || recordsRemovals) {
       return "the change log's reporting flag is stale"
-    }
-    if logsOnlyToFeed != (feedsLocalChanges && !isTracking && !observesReads)
-      || logsOnlyBatches != (isTracking && !feedsLocalChanges && !observesReads)
-    {
-      return "the change log's inlined-logging flags are stale"
     }
     if !feedsLocalChanges && !localChanges.isEmpty {
       return "local changes are kept without an open feed"

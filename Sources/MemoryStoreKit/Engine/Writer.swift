@@ -28,11 +28,7 @@ struct _WriterState<Key: Hashable & Sendable, Value: Sendable> {
       deliversRemovals = removals.append(
         key, previous, value != nil ? .replaced : .removal(reason))
     }
-    if changes.logsOnlyToFeed {
-      changes.feedLocalChange(key, value, reason)
-    } else if changes.logsOnlyBatches {
-      changes.logChange(key, value, wasPresent: previous != nil, reason, hash: hash())
-    } else if changes.isLogging {
+    if changes.isLogging {
       changes.appendKey(key, value, wasPresent: previous != nil, reason, hash: hash())
     }
     return deliversRemovals
