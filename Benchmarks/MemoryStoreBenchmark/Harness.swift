@@ -148,48 +148,40 @@ func range(_ values: [Double]) -> ClosedRange<Double> {
   (values.min() ?? 0)...(values.max() ?? 0)
 }
 
-/// One store's part in a workload's measurement: its calibration, then its repetitions, which
-/// ``measure(_:_:fixture:plan:)`` interleaves with the other stores'.
-struct StoreRunner {
-  /// The untimed warm-up and probes, and the op count per lane they chose.
-  let calibrate: (Workload, Fixture, MeasurementPlan) -> (opsPerLane: Int, untimed: [Sample])
-  /// One timed repetition at an op count per lane.
-  let repetition: (Workload, Int, Fixture) -> Sample
-}
+/// One store's repetitions, specialised for its concrete type: a repetition of a workload at
+/// an op count per lane, checking the store's contents before it when asked.
+typealias StoreRunner = (Workload, _ opsPerLane: Int, Fixture, _ verifyPrepopulation: Bool) ->
+  Sample
 
 /// The runner of `S`, everything below it specialised for the concrete store type.
-///
-/// Its calibration runs an untimed warm-up at the minimum op count, then probes that grow the
-/// count until a repetition lasts at least a quarter of the target, and chooses the count that
-/// should take `plan.targetSeconds`.
 func runner<S: BenchmarkStore>(_: S.Type) -> StoreRunner {
-  StoreRunner(
-    calibrate: { workload, fixture, plan in
-      // The warm-up and the probes are not reported, but their checks and checksums count.
-      var untimed = [
-        runRepetition(
-          S.self, workload, opsPerLane: plan.minOps, fixture: fixture, verifyPrepopulation: true)
-      ]
-      var count = plan.minOps
-      var probe = runRepetition(
-        S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
-      untimed.append(probe)
-      while probe.wallSeconds < plan.targetSeconds / 4 && count < plan.maxOps {
-        let growth = min(16, max(2, plan.targetSeconds / 2 / max(probe.wallSeconds, 1e-6)))
-        count = min(plan.maxOps, Int(Double(count) * growth))
-        probe = runRepetition(
-          S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
-        untimed.append(probe)
-      }
-      let secondsPerOp = probe.wallSeconds / Double(count)
-      let chosen = min(
-        plan.maxOps, max(plan.minOps, Int(plan.targetSeconds / max(secondsPerOp, 1e-12))))
-      return (chosen, untimed)
-    },
-    repetition: { workload, count, fixture in
-      runRepetition(
-        S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: false)
-    })
+  { workload, count, fixture, verify in
+    runRepetition(
+      S.self, workload, opsPerLane: count, fixture: fixture, verifyPrepopulation: verify)
+  }
+}
+
+/// Calibrates `run` on `workload`: an untimed warm-up at the minimum op count, then probes
+/// that grow the count until a repetition lasts at least a quarter of the target. Returns the
+/// count that should take `plan.targetSeconds`, and the untimed repetitions.
+func calibrate(
+  _ run: StoreRunner, _ workload: Workload, fixture: Fixture, plan: MeasurementPlan
+) -> (opsPerLane: Int, untimed: [Sample]) {
+  // The warm-up and the probes are not reported, but their checks and checksums count.
+  var untimed = [run(workload, plan.minOps, fixture, true)]
+  var count = plan.minOps
+  var probe = run(workload, count, fixture, false)
+  untimed.append(probe)
+  while probe.wallSeconds < plan.targetSeconds / 4 && count < plan.maxOps {
+    let growth = min(16, max(2, plan.targetSeconds / 2 / max(probe.wallSeconds, 1e-6)))
+    count = min(plan.maxOps, Int(Double(count) * growth))
+    probe = run(workload, count, fixture, false)
+    untimed.append(probe)
+  }
+  let secondsPerOp = probe.wallSeconds / Double(count)
+  let chosen = min(
+    plan.maxOps, max(plan.minOps, Int(plan.targetSeconds / max(secondsPerOp, 1e-12))))
+  return (chosen, untimed)
 }
 
 /// Measures `stores` on `workload`: each store is calibrated, then the repetitions run in
@@ -203,13 +195,13 @@ func measure(
   finished: (Measurement) -> Void
 ) {
   let runners = stores.map { runner(for: $0) }
-  let calibrations = runners.map { $0.calibrate(workload, fixture, plan) }
+  let calibrations = runners.map { calibrate($0, workload, fixture: fixture, plan: plan) }
   var samples = Array(repeating: [Sample](), count: stores.count)
   for round in 0..<plan.runs {
     for offset in 0..<stores.count {
       let index = (round + offset) % stores.count
       samples[index].append(
-        runners[index].repetition(workload, calibrations[index].opsPerLane, fixture))
+        runners[index](workload, calibrations[index].opsPerLane, fixture, false))
     }
   }
   for index in stores.indices {

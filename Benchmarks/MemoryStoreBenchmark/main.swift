@@ -317,12 +317,13 @@ if options.runs(.throughput) {
     exit(1)
   }
 
-  let jobCount = options.workloads.reduce(0) { total, workload in
-    total + options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }.count
+  // Only the thread-safe stores run the workloads of several threads.
+  let jobs = options.workloads.map { workload in
+    (workload, options.stores.filter { $0.isThreadSafe || !workload.isConcurrent })
   }
+  let jobCount = jobs.reduce(0) { $0 + $1.1.count }
   var measurements: [Measurement] = []
-  for workload in options.workloads {
-    let stores = options.stores.filter { $0.isThreadSafe || !workload.isConcurrent }
+  for (workload, stores) in jobs {
     measure(stores, workload, fixture: fixture, plan: plan) { result in
       measurements.append(result)
       var line =
