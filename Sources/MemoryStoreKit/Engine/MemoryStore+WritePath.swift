@@ -241,8 +241,8 @@ extension MemoryStore {
   /// store (no clock, no expiry, no limits), and it shares those with every other write
   /// (``_WriterState/logWrite(_:_:previous:reason:hash:)``,
   /// ``_commitStaged(_:logged:cleared:deliversRemovals:nextExpiry:)`` and
-  /// ``_finish(_:now:freesHere:)``). Spelt out, the table's staging inlines into it, which
-  /// it does not through a transaction.
+  /// ``_finish(_:now:freesHere:)``). Spelt out, its logging and commit are inlined into it;
+  /// the table's staging stays a call, as in every write.
   ///
   /// - Returns: Whether it wrote (`false`: the store got a policy meanwhile, and the caller
   ///   writes through a transaction), and the value replaced or removed.
@@ -313,8 +313,8 @@ extension MemoryStore {
   /// (``_Transaction/noteStaged(_:_:replacing:node:hash:in:)``, the accounting every set
   /// shares).
   ///
-  /// Out of line: inlined beside ``_performPlainKeyed(_:_:)``, it makes the function too
-  /// large for the compiler to inline the table's staging into either.
+  /// Out of line, so that the plain write beside it (``_performPlainKeyed(_:_:)``) stays
+  /// small.
   @inlinable @inline(never)
   func _setKeyed(
     _ key: Key, _ value: Value, cost: Int, timeToLive: Duration?, activatingPolicy: Bool
