@@ -117,9 +117,23 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
   ///     payloads are logged.
   /// - Throws: ``PostgresSyncError`` with ``PostgresSyncError/Kind/invalidConfiguration`` for
   ///   a channel or table name that is not a plain lowercase identifier.
-  public init(
+  @inlinable
+  public convenience init(
     store: MemoryStore<Key, Value>, endpoint: PostgresEndpoint, configuration: Configuration,
     logger: Logger = Logger(label: "MemoryStorePostgres")
+  ) throws(PostgresSyncError) {
+    // Made here, where the key and value types are known: compiled for them.
+    try self.init(
+      store: store, endpoint: endpoint, configuration: configuration, logger: logger,
+      coalescing: { changes, pending in pending.add(changes) })
+  }
+
+  /// ``init(store:endpoint:configuration:logger:)``, adding the feed's changes to the pending
+  /// ones with `coalescing`.
+  @usableFromInline
+  init(
+    store: MemoryStore<Key, Value>, endpoint: PostgresEndpoint, configuration: Configuration,
+    logger: Logger, coalescing: @escaping SyncState<Key, Value>.Coalescing
   ) throws(PostgresSyncError) {
     guard SharedTable.isValidIdentifier(configuration.channel, allowingSchema: false) else {
       throw PostgresSyncError(
@@ -146,7 +160,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     clientConfiguration.options.additionalStartupParameters = Self.statementTimeout(
       configuration.databaseTimeout)
     client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-    state = Locked(SyncState(origin: origin))
+    state = Locked(SyncState(origin: origin, coalescing: coalescing))
     feed = store.openLocalChangeFeed()
     (events, eventContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1_000))
   }

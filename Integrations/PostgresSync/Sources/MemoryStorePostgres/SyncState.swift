@@ -5,8 +5,10 @@ import MemoryStoreKit
 /// changes waiting to be published and the batch being published, the numbering of this
 /// instance's messages, and what it knows of the other instances' numbering. Guarded by the
 /// sync's lock; nothing here does input or output.
+@usableFromInline
 struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// What a key's latest local change left to publish.
+  @usableFromInline
   enum Pending: Sendable {
     case set(Value)
     case remove
@@ -14,9 +16,10 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   /// Local changes on their way to the database: a clear (before the keys), then each key's
   /// latest change.
+  @usableFromInline
   struct Changes: Sendable {
-    var clears = false
-    var keys: [Key: Pending] = [:]
+    @usableFromInline var clears = false
+    @usableFromInline var keys: [Key: Pending] = [:]
 
     var isEmpty: Bool { !clears && keys.isEmpty }
 
@@ -28,7 +31,31 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         keys.merge(later.keys) { _, newer in newer }
       }
     }
+
+    /// These changes followed by `changes`, taken from the feed in their order. O(`changes`).
+    ///
+    /// Inlinable, so that it runs compiled for the store's key and value types (see
+    /// ``SyncState/Coalescing``): generic, each change cost several lookups of type metadata,
+    /// and the publisher adds every change the store's writes make.
+    @inlinable
+    mutating func add(_ changes: [LocalChange<Key, Value>]) {
+      for change in changes {
+        switch change {
+        case .updated(let key, let value): keys[key] = .set(value)
+        case .removed(let key): keys[key] = .remove
+        case .cleared:
+          clears = true
+          keys.removeAll()
+        }
+      }
+    }
   }
+
+  /// Adds changes taken from the feed to the pending ones (``Changes/add(_:)``): a closure
+  /// made where the sync is created, where the key and value types are known, so that it is
+  /// compiled for them.
+  @usableFromInline
+  typealias Coalescing = @Sendable ([LocalChange<Key, Value>], inout Changes) -> Void
 
   /// What to do with a message from the channel.
   enum Reception: Equatable {
@@ -72,8 +99,12 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
   var statistics = PostgresSyncStatistics()
 
-  init(origin: UUID) {
+  /// How changes are added to the pending ones.
+  let coalescing: Coalescing
+
+  init(origin: UUID, coalescing: @escaping Coalescing) {
     self.origin = origin
+    self.coalescing = coalescing
   }
 
   // MARK: Local changes
@@ -82,13 +113,7 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   mutating func add(_ changes: [LocalChange<Key, Value>]) {
     guard !changes.isEmpty else { return }
     taken += UInt64(changes.count)
-    for change in changes {
-      switch change {
-      case .updated(let key, let value): pending.keys[key] = .set(value)
-      case .removed(let key): pending.keys[key] = .remove
-      case .cleared: pending = Changes(clears: true)
-      }
-    }
+    coalescing(changes, &pending)
   }
 
   /// The keys with changes not yet committed: kept by invalidations, as this instance's
