@@ -304,7 +304,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       switch state.receive(message, keys: keys) {
       case .ignore: break
       case .invalidate(let keys):
-        store.invalidateValues(forKeys: keys, except: state.keysToKeep)
+        store.invalidateValues(forKeys: keys, except: state.keysToKeep(among: keys))
       case .flush(let reason):
         flushed = (reason, store.invalidateAll(except: state.keysToKeep))
       }
@@ -506,7 +506,7 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
     state.withLock { state in
       let overtaken = state.endBatch(committedWith: messages)
       if !overtaken.isEmpty {
-        store.invalidateValues(forKeys: overtaken, except: state.keysToKeep)
+        store.invalidateValues(forKeys: overtaken, except: state.keysToKeep(among: overtaken))
       }
     }
     resumeCommitWaiters(all: false)

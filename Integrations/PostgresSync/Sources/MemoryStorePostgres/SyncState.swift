@@ -124,6 +124,17 @@ struct SyncState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     return keys
   }
 
+  /// Those of `keys` that ``keysToKeep`` holds, found key by key: what an invalidation of
+  /// `keys` must keep, in O(`keys`) where ``keysToKeep`` costs O(every uncommitted change),
+  /// which a busy instance may have many of when messages arrive.
+  func keysToKeep(among keys: [Key]) -> Set<Key> {
+    var kept = Set<Key>()
+    for key in keys where pending.keys[key] != nil || inFlight?.keys[key] != nil {
+      kept.insert(key)
+    }
+    return kept
+  }
+
   /// The latest uncommitted change of `key`, if any: what a read-through must answer with,
   /// since the database does not have it yet.
   func uncommitted(_ key: Key) -> Pending?? {

@@ -31,6 +31,18 @@ import Testing
     #expect(state.taken == 7)
   }
 
+  @Test func anInvalidationKeepsTheKeysOfItsOwnThatArePendingOrInFlight() {
+    var state = SyncState<String, Int>(
+      origin: UUID(), coalescing: { changes, pending in pending.add(changes) })
+    state.add([.updated("flying", 1), .removed("gone")])
+    #expect(state.beginBatch(maximumKeys: 100) != nil)
+    state.add([.updated("pending", 2), .updated("other", 3)])
+    let message = ["flying", "gone", "pending", "elsewhere"]
+    #expect(state.keysToKeep(among: message) == ["flying", "gone", "pending"])
+    #expect(state.keysToKeep(among: message) == state.keysToKeep.intersection(message))
+    #expect(state.keysToKeep(among: []).isEmpty)
+  }
+
   @Test func theSyncAddsTheFeedsChangesAsTheyWereMade() throws {
     let store = MemoryStore<String, Int>(name: "pending")
     let sync = try PostgresSync(
