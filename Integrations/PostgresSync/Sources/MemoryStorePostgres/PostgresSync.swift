@@ -504,10 +504,9 @@ public final class PostgresSync<Key: Hashable & Sendable & Codable, Value: Senda
       return .failed
     }
     state.withLock { state in
+      // None of them has a change pending here: `endBatch` leaves those out.
       let overtaken = state.endBatch(committedWith: messages)
-      if !overtaken.isEmpty {
-        store.invalidateValues(forKeys: overtaken, except: state.keysToKeep(among: overtaken))
-      }
+      if !overtaken.isEmpty { store.invalidateValues(forKeys: overtaken) }
     }
     resumeCommitWaiters(all: false)
     return .committed

@@ -15,9 +15,13 @@ import Testing
     }
   }
 
+  /// A state that adds changes as the sync's public initialiser has it add them.
+  static func state() -> SyncState<String, Int> {
+    SyncState(origin: UUID(), coalescing: { changes, pending in pending.add(changes) })
+  }
+
   @Test func eachKeyKeepsItsLatestChangeAndAClearDropsTheChangesBeforeIt() {
-    var state = SyncState<String, Int>(
-      origin: UUID(), coalescing: { changes, pending in pending.add(changes) })
+    var state = Self.state()
     state.add([.updated("a", 1), .removed("b"), .updated("a", 2), .updated("c", 3)])
     #expect(Self.pending(state, "a") == "2")
     #expect(Self.pending(state, "b") == "removed")
@@ -32,8 +36,7 @@ import Testing
   }
 
   @Test func anInvalidationKeepsTheKeysOfItsOwnThatArePendingOrInFlight() {
-    var state = SyncState<String, Int>(
-      origin: UUID(), coalescing: { changes, pending in pending.add(changes) })
+    var state = Self.state()
     state.add([.updated("flying", 1), .removed("gone")])
     #expect(state.beginBatch(maximumKeys: 100) != nil)
     state.add([.updated("pending", 2), .updated("other", 3)])
